@@ -1,0 +1,26 @@
+"""symphys: a differentiable rigid-body physics engine built on PyTensor.
+
+Stable surface (see README.md):
+
+    import symphys as sp
+    scene = sp.load_scene("ball")
+    traj = sp.simulate(scene, steps=500)
+    loss, grads = sp.value_and_grad(scene, 500, loss_fn, wrt=["ball.velocity"])
+"""
+
+from symphys.api import clear_cache, simulate, value_and_grad
+from symphys.backends import Backend, compile
+from symphys.errors import BackendError, ParameterError, SceneError, SymphysError
+from symphys.params import symbols
+from symphys.rollout import Trajectory, rollout
+from symphys.scene import Body, FrictionModel, Ground, Scene, Shape, SolverOptions
+from symphys.scene_io import SceneBuilder, available_scenes, load_scene, scene_from_dict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend", "BackendError", "Body", "FrictionModel", "Ground", "ParameterError",
+    "Scene", "SceneBuilder", "SceneError", "Shape", "SolverOptions", "SymphysError",
+    "Trajectory", "available_scenes", "clear_cache", "compile", "load_scene",
+    "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
+]

@@ -1,0 +1,171 @@
+"""The numeric entry points: `simulate` and `value_and_grad`.
+
+Both compile once per scene structure (shapes, contact pairs, solver
+options: not parameter values) and backend, and keep the compiled function
+for the rest of the process; Numba's compiled code is also cached on disk by
+PyTensor, so a second process compiles warm.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+
+from symphys.backends import Backend, Compiled, as_backend, compile
+from symphys.params import check_names, parameter_shapes, resolve_values
+from symphys.rollout import Trajectory, quiet_graph_building, rollout_states, trajectory_from_components
+from symphys.scene import Scene
+
+_CACHE: dict = {}
+COMPILE_SECONDS: dict = {}   # cache key -> seconds spent compiling it
+
+
+def _inputs(scene: Scene, batched: set[str]) -> dict:
+    shapes = parameter_shapes(scene)
+    return {name: pt.tensor(name=name, dtype="float64",
+                            shape=((None,) if name in batched else ()) + shape)
+            for name, shape in shapes.items()}
+
+
+def _cached(key, build: Callable[[], Compiled]) -> Compiled:
+    if key not in _CACHE:
+        start = time.perf_counter()
+        with quiet_graph_building():
+            _CACHE[key] = build()
+        COMPILE_SECONDS[key] = time.perf_counter() - start
+    return _CACHE[key]
+
+
+def clear_cache() -> None:
+    """Forget compiled functions held in this process (disk caches stay)."""
+    _CACHE.clear()
+    COMPILE_SECONDS.clear()
+
+
+def _batched_names(scene: Scene, values: dict) -> set[str]:
+    shapes = parameter_shapes(scene)
+    return {k for k, v in values.items() if v.ndim == len(shapes[k]) + 1}
+
+
+def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
+                      backend="numba") -> Compiled:
+    """Compiled f(n_steps, *parameters) -> 18 state-component sequences.
+
+    On numba and cvm the step count is an input, so one compiled function
+    serves every `steps`; JAX needs it fixed at trace time."""
+    backend = as_backend(backend)
+    batched = frozenset(batched)
+    fixed = steps if backend is Backend.JAX else None
+    key = ("simulate", scene.structure_key(), batched, backend, fixed)
+
+    def build():
+        sym = _inputs(scene, set(batched))
+        n_steps = pt.scalar("n_steps", dtype="int64")
+        comps, _ = rollout_states(scene, n_steps if fixed is None else fixed, sym)
+        return compile([n_steps, *sym.values()], comps, backend)
+
+    return _cached(key, build)
+
+
+def simulate(scene: Scene, steps: int, params: dict | None = None,
+             backend: "str | Backend" = "numba") -> Trajectory:
+    """Run `steps` steps; returns a numeric `Trajectory` (batch axis first
+    when any parameter value carries one)."""
+    steps = _check_steps(steps)
+    values, batch = resolve_values(scene, params)
+    batched = _batched_names(scene, values)
+    fn = simulate_function(scene, steps, batched, backend)
+    comps = fn(np.int64(steps), *values.values())
+    return trajectory_from_components(scene, comps, steps, batch is not None, lib=np)
+
+
+def _check_steps(steps) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        from symphys.errors import ParameterError
+        raise ParameterError(f"steps must be a positive integer, got {steps!r}")
+    return int(steps)
+
+
+class _LossKey:
+    """Identity of a loss callable for the compile cache (held weakly)."""
+
+    def __init__(self, fn):
+        try:
+            self.ref = weakref.ref(fn)
+        except TypeError:
+            self.ref = lambda fn=fn: fn
+        self.id = id(fn)
+
+    def __hash__(self):
+        return self.id
+
+    def __eq__(self, other):
+        return isinstance(other, _LossKey) and self.ref() is other.ref() is not None
+
+
+def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[str],
+                            batched: Iterable[str] = (), backend="numba") -> Compiled:
+    """Compiled f(*parameters) -> [loss, *gradients in `wrt` order]."""
+    backend = as_backend(backend)
+    batched = frozenset(batched)
+    key = ("grad", scene.structure_key(), steps, _LossKey(loss), tuple(wrt), batched, backend)
+
+    def build():
+        sym = _inputs(scene, set(batched))
+        comps, _ = rollout_states(scene, steps, sym)
+        traj = trajectory_from_components(scene, comps, steps, bool(batched))
+        value = pt.as_tensor_variable(loss(traj))
+        if value.ndim != 0:
+            from symphys.errors import ParameterError
+            raise ParameterError(f"loss must return a scalar, got ndim={value.ndim}")
+        grads = pytensor.grad(value, [sym[name] for name in wrt])
+        return compile(list(sym.values()), [value, *grads], backend)
+
+    return _cached(key, build)
+
+
+def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[str] = (),
+                   backend="numba") -> Compiled:
+    """Compiled f(*parameters) -> loss(trajectory), no gradient.
+
+    With batched parameters the loss sees a batched trajectory and may
+    return one value per world."""
+    backend = as_backend(backend)
+    batched = frozenset(batched)
+    key = ("value", scene.structure_key(), steps, _LossKey(loss), batched, backend)
+
+    def build():
+        sym = _inputs(scene, set(batched))
+        comps, _ = rollout_states(scene, steps, sym)
+        traj = trajectory_from_components(scene, comps, steps, bool(batched))
+        return compile(list(sym.values()), pt.as_tensor_variable(loss(traj)), backend)
+
+    return _cached(key, build)
+
+
+def parameter_values(scene: Scene, params: dict | None):
+    """(ordered argument list for compiled functions, batched names)."""
+    values, _ = resolve_values(scene, params)
+    return list(values.values()), _batched_names(scene, values)
+
+
+def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
+                   params: dict | None = None, backend: "str | Backend" = "numba"):
+    """(loss value, {name: gradient}) of `loss(trajectory)` after `steps` steps.
+
+    loss receives a symbolic `Trajectory` and returns a scalar; gradients
+    are exact (back-propagation through every step) with respect to the
+    named parameters in `wrt`, each shaped like its parameter value.
+    """
+    steps = _check_steps(steps)
+    wrt = check_names(scene, wrt, "wrt")
+    values, _ = resolve_values(scene, params)
+    batched = _batched_names(scene, values)
+    fn = value_and_grad_function(scene, steps, loss, wrt, batched, backend)
+    out = fn(*values.values())
+    return float(out[0]), {name: g for name, g in zip(wrt, out[1:])}

@@ -1,0 +1,136 @@
+"""The `symphys` command line: list, simulate, experiment, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from symphys.errors import SymphysError
+
+
+def _cmd_list(args) -> int:
+    from symphys.experiments import EXPERIMENTS
+    from symphys.scene_io import available_scenes, scenes_dir
+
+    print(f"scenes ({scenes_dir()}):")
+    for name in available_scenes():
+        print(f"  {name}")
+    print("experiments:")
+    for name in sorted(EXPERIMENTS):
+        print(f"  {name}")
+    return 0
+
+
+def _cmd_simulate(args) -> int:
+    from symphys.api import simulate
+    from symphys.experiments.common import table
+    from symphys.scene_io import load_scene
+
+    scene = load_scene(args.scene)
+    start = time.perf_counter()
+    traj = simulate(scene, args.steps, backend=args.backend)
+    seconds = time.perf_counter() - start
+    rows = [[name, np.array2string(traj.position[name][-1], precision=3),
+             np.array2string(traj.velocity[name][-1], precision=3)]
+            for name in scene.body_names]
+    print(f"{scene.name}: {args.steps} steps of {scene.dt} s on {args.backend} "
+          f"({seconds:.1f} s including compilation)")
+    print(table(["body", "final position", "final velocity"], rows))
+    if args.json:
+        doc = {"scene": scene.name, "steps": args.steps, "dt": scene.dt,
+               "time": traj.time.tolist(),
+               "bodies": {n: {"position": traj.position[n].tolist(),
+                              "velocity": traj.velocity[n].tolist(),
+                              "angular_velocity": traj.angular_velocity[n].tolist()}
+                          for n in scene.body_names}}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc))
+        print(f"wrote {args.json}")
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+        for n in scene.body_names:
+            ax1.plot(traj.time, traj.position[n][:, 2], label=n)
+            ax2.plot(traj.position[n][:, 0], traj.position[n][:, 2], label=n)
+        ax1.set_xlabel("time (s)"); ax1.set_ylabel("height z (m)")
+        ax2.set_xlabel("x (m)"); ax2.set_ylabel("z (m)")
+        ax1.legend(); fig.suptitle(scene.name); fig.tight_layout()
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.plot, dpi=110)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _cmd_experiment(args) -> int:
+    from symphys import experiments
+
+    module = experiments.get(args.name)
+    result = module.run(quick=args.quick, seed=args.seed, backend=args.backend,
+                        show_progress=not args.no_progress)
+    print(module.report(result))
+    json_path = args.json or f"results/{args.name}.json"
+    plot_path = args.plot or f"results/{args.name}.png"
+    result.save(json_path)
+    module.plot(result, plot_path)
+    print(f"wrote {json_path} and {plot_path}")
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from symphys import bench
+
+    bench.main(json_path=args.json, quick=args.quick, backends=args.backends)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="symphys", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="shipped scenes and experiments").set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("simulate", help="simulate a scene and report its final state")
+    p.add_argument("scene", help="a scene name (see `symphys list`) or a JSON path")
+    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"])
+    p.add_argument("--json")
+    p.add_argument("--plot")
+    p.set_defaults(func=_cmd_simulate)
+
+    p = sub.add_parser("experiment", help="run a paper experiment")
+    p.add_argument("name")
+    p.add_argument("--quick", action="store_true", help="a small, fast version")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"])
+    p.add_argument("--json", help="default results/NAME.json")
+    p.add_argument("--plot", help="default results/NAME.png")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_cmd_experiment)
+
+    p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")
+    p.add_argument("--json", default="results/bench.json")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--backends", default="numba,jax")
+    p.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SymphysError as exc:
+        print(f"symphys: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Exceptions raised by symphys.
+
+Every message names where the problem is (file, body/joint, field) and what
+is allowed, so a user can fix the input without reading a traceback.
+"""
+
+from __future__ import annotations
+
+
+class SymphysError(Exception):
+    """Base class of every error symphys raises on purpose."""
+
+
+class SceneError(SymphysError, ValueError):
+    """A scene file or builder call describes an invalid scene."""
+
+    def __init__(self, message: str, *, source: str | None = None,
+                 item: str | None = None, field: str | None = None):
+        where = []
+        if source:
+            where.append(str(source))
+        if item:
+            where.append(item)
+        if field:
+            where.append(f"field '{field}'")
+        prefix = ": ".join([", ".join(where)]) if where else ""
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+        self.source = source
+        self.item = item
+        self.field = field
+
+
+class ParameterError(SymphysError, ValueError):
+    """An unknown parameter name or a parameter value of the wrong shape."""
+
+
+class BackendError(SymphysError, ValueError):
+    """An unknown or unavailable compilation backend."""

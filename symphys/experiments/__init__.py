@@ -1,0 +1,24 @@
+"""Paper experiments, each a module with `run`, `report` and `plot`.
+
+`symphys experiment NAME` runs one, prints its table (ours beside the
+paper's numbers) and writes its JSON and PNG.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from symphys.errors import SymphysError
+from symphys.scene_io import closest
+
+EXPERIMENTS = {
+    "ball-throw": "symphys.experiments.ball_throw",
+}
+
+
+def get(name: str):
+    """The experiment module registered under `name`."""
+    if name not in EXPERIMENTS:
+        raise SymphysError(f"unknown experiment {name!r}{closest(name, EXPERIMENTS)}; "
+                           f"available: {sorted(EXPERIMENTS)}")
+    return importlib.import_module(EXPERIMENTS[name])

@@ -1,0 +1,191 @@
+"""EXPERIMENTS.md A1: throw a ball so it comes to rest 10 m away.
+
+Six parameters (initial linear and angular velocity), 500 steps of 0.01 s.
+Loss = |final position - (10, 0, 0.5)| + |final 6-D velocity|. Gradient
+descent (Adam, beta1 = beta2 = 0.5, the paper's learning-rate schedule)
+against CMA-ES (sigma0 = 1, target 0.02) in the same run; CMA-ES evaluates
+each population as one batched simulation.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from symphys.algebra import safe_vector_norm
+from symphys.api import parameter_values, value_and_grad_function, value_function, simulate
+from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.optim import Adam, PiecewiseSchedule
+from symphys.scene_io import load_scene
+
+NAME = "ball-throw"
+STEPS = 500
+TARGET = np.array([10.0, 0.0, 0.5])
+WRT = ["ball.velocity", "ball.angular_velocity"]
+SCHEDULE = PiecewiseSchedule({1: 2.0, 5: 1.0, 50: 0.1, 75: 0.05, 100: 0.01})
+GOAL = 0.02
+PAPER = {"gradient": {"iterations": 88, "seconds": 16.3},
+         "cmaes": {"iterations": 2422, "seconds": 59.9}}
+
+
+def loss(tr):
+    """Works on one world ((T, 3) fields) and on a batch ((B, T, 3) fields)."""
+    pos = tr.position["ball"][..., -1, :]
+    vel = tr.velocity["ball"][..., -1, :]
+    ang = tr.angular_velocity["ball"][..., -1, :]
+    import pytensor.tensor as pt
+    return (safe_vector_norm(pos - TARGET)
+            + safe_vector_norm(pt.concatenate([vel, ang], axis=-1)))
+
+
+def _gradient_descent(scene, backend, max_iterations, show):
+    params = {"ball.velocity": np.zeros(3), "ball.angular_velocity": np.zeros(3)}
+    start = time.perf_counter()
+    args, batched = parameter_values(scene, params)
+    fn = value_and_grad_function(scene, STEPS, loss, WRT, batched, backend)
+    compile_s = time.perf_counter() - start
+    opt = Adam(learning_rate=SCHEDULE, beta1=0.5, beta2=0.5)
+    names = list(scene.parameters())
+    history = []
+    start = time.perf_counter()
+    bar = progress(range(1, max_iterations + 1), "gradient", show)
+    for it in bar:
+        args, _ = parameter_values(scene, params)
+        value, *grads = fn(*args)
+        history.append(float(value))
+        bar.set_postfix(loss=f"{float(value):.4f}")
+        if value < GOAL:
+            break
+        params = opt.step(params, dict(zip(WRT, grads)))
+    seconds = time.perf_counter() - start
+    bar.close()
+    del names
+    return params, history, seconds, compile_s
+
+
+def _cmaes(scene, backend, max_evaluations, seed, show):
+    import cma
+
+    es = cma.CMAEvolutionStrategy(np.zeros(6), 1.0, {
+        "ftarget": GOAL, "seed": seed + 1, "maxfevals": max_evaluations,
+        "verbose": -9})
+    popsize = es.popsize
+    batch = {"ball.velocity": np.zeros((popsize, 3)),
+             "ball.angular_velocity": np.zeros((popsize, 3))}
+    start = time.perf_counter()
+    args, batched = parameter_values(scene, batch)
+    fn = value_function(scene, STEPS, loss, batched, backend)
+    fn(*args)
+    compile_s = time.perf_counter() - start
+    best_curve, evals = [], []
+    best = np.inf
+    start = time.perf_counter()
+    bar = progress(None, "cma-es", show, total=max_evaluations)
+    while not es.stop():
+        xs = np.asarray(es.ask())
+        args, _ = parameter_values(scene, {"ball.velocity": xs[:, :3],
+                                           "ball.angular_velocity": xs[:, 3:]})
+        values = np.asarray(fn(*args), dtype=float)
+        es.tell(list(xs), list(values))
+        best = min(best, float(values.min()))
+        best_curve.append(best)
+        evals.append(es.countevals)
+        bar.update(len(xs))
+        bar.set_postfix(best=f"{best:.4f}")
+    seconds = time.perf_counter() - start
+    bar.close()
+    x = np.asarray(es.result.xbest)
+    return x, best_curve, evals, seconds, compile_s, es.countiter, es.countevals
+
+
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
+        show_progress: bool = True) -> ExperimentResult:
+    scene = load_scene("ball")
+    max_iter = 300
+    max_evals = 3000 if quick else 30000
+    params, history, g_seconds, g_compile = _gradient_descent(
+        scene, backend, max_iter, show_progress)
+    traj = simulate(scene, STEPS, params=params, backend=backend)
+    g_final = traj.position["ball"][-1]
+    x, c_curve, c_evals, c_seconds, c_compile, c_iters, c_count = _cmaes(
+        scene, backend, max_evals, seed, show_progress)
+    c_traj = simulate(scene, STEPS, params={"ball.velocity": x[:3],
+                                            "ball.angular_velocity": x[3:]},
+                      backend=backend)
+    gradient = {"iterations": len(history), "evaluations": len(history),
+                "seconds": g_seconds, "compile_seconds": g_compile,
+                "final_loss": history[-1],
+                "final_position": g_final.tolist(),
+                "velocity": params["ball.velocity"].tolist(),
+                "angular_velocity": params["ball.angular_velocity"].tolist()}
+    cmaes = {"iterations": int(c_iters), "evaluations": int(c_count),
+             "seconds": c_seconds, "compile_seconds": c_compile,
+             "final_loss": float(c_curve[-1]),
+             "final_position": c_traj.position["ball"][-1].tolist()}
+    metrics = {
+        "gradient_reached_goal": history[-1] < GOAL,
+        "cmaes_reached_goal": c_curve[-1] < GOAL,
+        "evaluation_ratio": cmaes["evaluations"] / max(gradient["evaluations"], 1),
+        "wall_time_ratio": c_seconds / max(g_seconds, 1e-9),
+    }
+    return ExperimentResult(
+        name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
+        extra={"gradient": gradient, "cmaes": cmaes, "backend": backend},
+        series={"gradient_loss": history,
+                "gradient_evaluations": list(range(1, len(history) + 1)),
+                "cmaes_best_loss": c_curve, "cmaes_evaluations": c_evals,
+                "gradient_path_x": traj.position["ball"][:, 0].tolist(),
+                "gradient_path_z": traj.position["ball"][:, 2].tolist(),
+                "cmaes_path_x": c_traj.position["ball"][:, 0].tolist(),
+                "cmaes_path_z": c_traj.position["ball"][:, 2].tolist()})
+
+
+def report(result: ExperimentResult) -> str:
+    g, c = result.extra["gradient"], result.extra["cmaes"]
+    p = result.paper
+    rows = [
+        ["gradient (ours)", g["iterations"], g["evaluations"], f"{g['seconds']:.2f}",
+         f"{g['compile_seconds']:.1f}", f"{g['final_loss']:.4f}",
+         np.array2string(np.asarray(g["final_position"]), precision=3)],
+        ["gradient (paper)", p["gradient"]["iterations"], p["gradient"]["iterations"],
+         p["gradient"]["seconds"], "-", "< 0.02", "-"],
+        ["CMA-ES (ours)", c["iterations"], c["evaluations"], f"{c['seconds']:.2f}",
+         f"{c['compile_seconds']:.1f}", f"{c['final_loss']:.4f}",
+         np.array2string(np.asarray(c["final_position"]), precision=3)],
+        ["CMA-ES (paper)", p["cmaes"]["iterations"], "-", p["cmaes"]["seconds"], "-",
+         "< 0.02", "-"],
+    ]
+    head = ["method", "iterations", "simulations", "wall s", "compile s",
+            "final loss", "final position"]
+    m = result.metrics
+    return (table(head, rows) + f"\nCMA-ES used {m['evaluation_ratio']:.1f}x the simulations "
+            f"and {m['wall_time_ratio']:.1f}x the wall time of gradient descent.")
+
+
+def plot(result: ExperimentResult, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = result.series
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ax1.semilogy(s["gradient_evaluations"], s["gradient_loss"], label="gradient (Adam)")
+    ax1.semilogy(s["cmaes_evaluations"], s["cmaes_best_loss"], label="CMA-ES (best so far)")
+    ax1.axhline(GOAL, color="grey", ls=":", label="target 0.02")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("simulations evaluated")
+    ax1.set_ylabel("loss")
+    ax1.legend()
+    ax1.set_title("ball throw: loss against simulations")
+    ax2.plot(s["gradient_path_x"], s["gradient_path_z"], label="gradient solution")
+    ax2.plot(s["cmaes_path_x"], s["cmaes_path_z"], "--", label="CMA-ES solution")
+    ax2.plot([TARGET[0]], [TARGET[2]], "k*", ms=12, label="target")
+    ax2.axhline(0.0, color="brown", lw=1)
+    ax2.set_xlabel("x (m)")
+    ax2.set_ylabel("z (m)")
+    ax2.set_title("optimised ball path (centre)")
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

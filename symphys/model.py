@@ -1,0 +1,216 @@
+"""Scene parameters as batch-first tensors: per-body arrays and the state.
+
+`build_model` turns named parameter tensors into `BodyArrays` (each field
+(Bp, N): Bp is B or 1, N bodies) and the initial `State` (each component
+(B, N)). Everything here is computed once, outside the time loop.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pytensor.tensor as pt
+
+from symphys.algebra import Mat3, Vec3, quat_to_mat
+from symphys.scene import Scene, Shape
+
+
+class State(NamedTuple):
+    """Simulation state; every component has shape (B, N)."""
+
+    position: Vec3
+    rotation: Mat3
+    velocity: Vec3
+    angular_velocity: Vec3
+
+    def flat(self) -> list:
+        return [*self.position, *self.rotation, *self.velocity, *self.angular_velocity]
+
+    @staticmethod
+    def from_flat(parts) -> "State":
+        parts = list(parts)
+        return State(Vec3(*parts[0:3]), Mat3(*parts[3:12]), Vec3(*parts[12:15]),
+                     Vec3(*parts[15:18]))
+
+
+STATE_SIZE = 18
+
+
+@dataclass(frozen=True)
+class BodyArrays:
+    """Per-body quantities, each (Bp, N). Unused entries (e.g. a sphere's
+    half_size) hold 0."""
+
+    inv_mass: object
+    inv_inertia: Vec3          # body-frame principal inverse inertia
+    inertia: Vec3
+    radius: object
+    half_size: Vec3
+    half_length: object
+    friction: object
+    restitution: object
+
+
+@dataclass(frozen=True)
+class WorldArrays:
+    """Scene-wide parameters as scalars (or (B, 1) when batched)."""
+
+    gravity: Vec3
+    ground_height: object
+    ground_friction: object
+    ground_restitution: object
+    constraint_frequency: object | None
+    constraint_damping: object | None
+
+
+def _column(value, batched: bool):
+    """A per-body scalar as (Bp,): (B,) when batched, (1,) otherwise."""
+    value = pt.as_tensor_variable(value)
+    return value if batched else value.reshape((1,))
+
+
+def _stack_bodies(columns):
+    """List of (Bp,) tensors -> (Bp, N), broadcasting 1 against B."""
+    columns = pt.broadcast_arrays(*columns)
+    return pt.stack(columns, axis=-1)
+
+
+def _world_scalar(value, batched: bool):
+    value = pt.as_tensor_variable(value)
+    return value[:, None] if batched else value
+
+
+def principal_inertia(shape: Shape, mass, radius, size: Vec3, length):
+    """Principal moments (body frame) of a uniform solid. Capsule axis = z."""
+    if shape is Shape.SPHERE:
+        i = 0.4 * mass * radius ** 2
+        return Vec3(i, i, i)
+    if shape is Shape.BOX:
+        c = mass / 12.0
+        return Vec3(c * (size.y ** 2 + size.z ** 2), c * (size.x ** 2 + size.z ** 2),
+                    c * (size.x ** 2 + size.y ** 2))
+    v_cyl = math.pi * radius ** 2 * length
+    v_sph = 4.0 / 3.0 * math.pi * radius ** 3
+    m_cyl = mass * v_cyl / (v_cyl + v_sph)
+    m_hemi = 0.5 * mass * v_sph / (v_cyl + v_sph)
+    d = 0.5 * length + 0.375 * radius   # hemisphere centre of mass offset
+    axial = 0.5 * m_cyl * radius ** 2 + 2 * 0.4 * m_hemi * radius ** 2
+    lateral = (m_cyl * (length ** 2 / 12.0 + radius ** 2 / 4.0)
+               + 2 * (83.0 / 320.0 * m_hemi * radius ** 2 + m_hemi * d ** 2))
+    return Vec3(lateral, lateral, axial)
+
+
+def build_model(scene: Scene, p: dict, batched: set[str]):
+    """(BodyArrays, WorldArrays, initial State) from parameter tensors `p`.
+
+    p: {name: tensor} for every parameter of the scene; names in `batched`
+    carry a leading batch axis.
+    """
+    cols: dict[str, list] = {k: [] for k in (
+        "inv_mass", "ix", "iy", "iz", "radius", "hx", "hy", "hz", "half_length",
+        "friction", "restitution", "px", "py", "pz", "vx", "vy", "vz",
+        "wx", "wy", "wz", "qw", "qx", "qy", "qz")}
+    zero = pt.constant(np.zeros(1))
+    for b in scene.bodies:
+        def get(field, _b=b):
+            name = f"{_b.name}.{field}"
+            return p[name], name in batched
+
+        mass, mb = get("mass")
+        radius = size = length = None
+        if b.shape in (Shape.SPHERE, Shape.CAPSULE):
+            radius, rb = get("radius")
+        if b.shape is Shape.BOX:
+            size, sb = get("size")
+        if b.shape is Shape.CAPSULE:
+            length, lb = get("length")
+        size_v = (Vec3(size[..., 0], size[..., 1], size[..., 2]) if size is not None
+                  else Vec3(0.0, 0.0, 0.0))
+        inertia = principal_inertia(b.shape, mass, radius, size_v, length)
+        any_b = mb or (radius is not None and rb) or (size is not None and sb) or (
+            length is not None and lb)
+        cols["inv_mass"].append(_column(1.0 / mass, mb))
+        for key, comp in zip(("ix", "iy", "iz"), inertia):
+            cols[key].append(_column(comp, any_b))
+        cols["radius"].append(_column(radius, rb) if radius is not None else zero)
+        for key, comp in zip(("hx", "hy", "hz"), size_v):
+            cols[key].append(_column(0.5 * comp, sb) if size is not None else zero)
+        cols["half_length"].append(_column(0.5 * length, lb) if length is not None else zero)
+        for field in ("friction", "restitution"):
+            value, vb = get(field)
+            cols[field].append(_column(value, vb))
+        for field, keys in (("position", "pxyz"), ("velocity", "vxyz"),
+                            ("angular_velocity", "wxyz")):
+            value, vb = get(field)
+            for i, axis in enumerate("xyz"):
+                cols[keys[0] + axis].append(_column(value[..., i], vb))
+        quat, qb = get("quaternion")
+        for i, key in enumerate(("qw", "qx", "qy", "qz")):
+            cols[key].append(_column(quat[..., i], qb))
+    arr = {k: _stack_bodies(v) for k, v in cols.items()}
+    inertia = Vec3(arr["ix"], arr["iy"], arr["iz"])
+    bodies = BodyArrays(
+        inv_mass=arr["inv_mass"], inertia=inertia,
+        inv_inertia=inertia.map(lambda c: 1.0 / c),
+        radius=arr["radius"], half_size=Vec3(arr["hx"], arr["hy"], arr["hz"]),
+        half_length=arr["half_length"], friction=arr["friction"],
+        restitution=arr["restitution"])
+
+    def world(name, default=0.0):
+        if name not in p:
+            return pt.constant(default)
+        return _world_scalar(p[name], name in batched)
+
+    g = p["world.gravity"]
+    gb = "world.gravity" in batched
+    freq = "solver.constraint_frequency" in p
+    worlds = WorldArrays(
+        gravity=Vec3(*(_world_scalar(g[..., i], gb) for i in range(3))),
+        ground_height=world("ground.height"),
+        ground_friction=world("ground.friction"),
+        ground_restitution=world("ground.restitution"),
+        constraint_frequency=world("solver.constraint_frequency") if freq else None,
+        constraint_damping=world("solver.constraint_damping") if freq else None)
+
+    rotation = quat_to_mat(arr["qw"], arr["qx"], arr["qy"], arr["qz"])
+    state = State(Vec3(arr["px"], arr["py"], arr["pz"]), rotation,
+                  Vec3(arr["vx"], arr["vy"], arr["vz"]),
+                  Vec3(arr["wx"], arr["wy"], arr["wz"]))
+    # Every state component gets the full batch size B (the largest leading
+    # dimension among all per-body arrays), so the time loop's carry has one shape.
+    everything = state.flat() + [a for a in arr.values()] + [
+        c for c in worlds.gravity if getattr(c, "ndim", 0) == 2]
+    batch = everything[0].shape[0]
+    for t in everything[1:]:
+        batch = pt.maximum(batch, t.shape[0])
+    n = len(scene.bodies)
+    state = State.from_flat([pt.broadcast_to(c, (batch, n)) for c in state.flat()])
+    return bodies, worlds, state
+
+
+def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
+    """The tensors a step reads besides the state, in a fixed order."""
+    leaves = [bodies.inv_mass, *bodies.inv_inertia, *bodies.inertia, bodies.radius,
+              *bodies.half_size, bodies.half_length, bodies.friction, bodies.restitution,
+              *world.gravity, world.ground_height, world.ground_friction,
+              world.ground_restitution]
+    if world.constraint_frequency is not None:
+        leaves += [world.constraint_frequency, world.constraint_damping]
+    return [pt.as_tensor_variable(x) for x in leaves]
+
+
+def model_from_leaves(leaves) -> tuple[BodyArrays, WorldArrays]:
+    """Inverse of `model_leaves`."""
+    x = list(leaves)
+    bodies = BodyArrays(inv_mass=x[0], inv_inertia=Vec3(*x[1:4]), inertia=Vec3(*x[4:7]),
+                        radius=x[7], half_size=Vec3(*x[8:11]), half_length=x[11],
+                        friction=x[12], restitution=x[13])
+    freq = len(x) > 20
+    world = WorldArrays(gravity=Vec3(*x[14:17]), ground_height=x[17],
+                        ground_friction=x[18], ground_restitution=x[19],
+                        constraint_frequency=x[20] if freq else None,
+                        constraint_damping=x[21] if freq else None)
+    return bodies, world

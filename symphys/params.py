@@ -1,0 +1,131 @@
+"""Named, differentiable scene parameters and their symbolic inputs.
+
+Every numeric quantity a user may differentiate or fit has a name
+(`ball.mass`, `ground.friction`, `world.gravity`, ...), a base shape and a
+default taken from the scene. A parameter value may carry a leading batch
+axis B (one world per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pytensor.tensor as pt
+
+from symphys.errors import ParameterError
+from symphys.scene import Scene, Shape
+from symphys.scene_io import closest
+
+
+def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
+    """{name: base shape} of every parameter of `scene`, in a fixed order."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for b in scene.bodies:
+        shapes[f"{b.name}.mass"] = ()
+        if b.shape in (Shape.SPHERE, Shape.CAPSULE):
+            shapes[f"{b.name}.radius"] = ()
+        if b.shape is Shape.BOX:
+            shapes[f"{b.name}.size"] = (3,)
+        if b.shape is Shape.CAPSULE:
+            shapes[f"{b.name}.length"] = ()
+        for vec in ("position", "velocity", "angular_velocity"):
+            shapes[f"{b.name}.{vec}"] = (3,)
+        shapes[f"{b.name}.quaternion"] = (4,)
+        shapes[f"{b.name}.friction"] = ()
+        shapes[f"{b.name}.restitution"] = ()
+    if scene.ground is not None:
+        for key in ("height", "friction", "restitution"):
+            shapes[f"ground.{key}"] = ()
+    shapes["world.gravity"] = (3,)
+    if scene.solver.constraint_frequency is not None:
+        shapes["solver.constraint_frequency"] = ()
+        shapes["solver.constraint_damping"] = ()
+    return shapes
+
+
+def default_parameters(scene: Scene) -> dict[str, np.ndarray]:
+    """{name: default value as a float64 array} of every parameter."""
+    values: dict[str, np.ndarray] = {}
+    for b in scene.bodies:
+        values[f"{b.name}.mass"] = b.mass
+        if b.shape in (Shape.SPHERE, Shape.CAPSULE):
+            values[f"{b.name}.radius"] = b.radius
+        if b.shape is Shape.BOX:
+            values[f"{b.name}.size"] = b.size
+        if b.shape is Shape.CAPSULE:
+            values[f"{b.name}.length"] = b.length
+        values[f"{b.name}.position"] = b.position
+        values[f"{b.name}.velocity"] = b.velocity
+        values[f"{b.name}.angular_velocity"] = b.angular_velocity
+        values[f"{b.name}.quaternion"] = b.quaternion
+        values[f"{b.name}.friction"] = b.friction
+        values[f"{b.name}.restitution"] = b.restitution
+    if scene.ground is not None:
+        values["ground.height"] = scene.ground.height
+        values["ground.friction"] = scene.ground.friction
+        values["ground.restitution"] = scene.ground.restitution
+    values["world.gravity"] = scene.gravity
+    if scene.solver.constraint_frequency is not None:
+        values["solver.constraint_frequency"] = scene.solver.constraint_frequency
+        values["solver.constraint_damping"] = scene.solver.constraint_damping
+    return {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+
+
+def check_names(scene: Scene, names: Iterable[str], what: str) -> list[str]:
+    """Raise a ParameterError naming the closest valid name for unknown ones."""
+    valid = parameter_shapes(scene)
+    names = list(names)
+    for name in names:
+        if not isinstance(name, str) or name not in valid:
+            raise ParameterError(
+                f"{scene.source}: unknown parameter {name!r} in {what}="
+                f"{closest(str(name), valid)}; valid names: {sorted(valid)}")
+    return names
+
+
+def resolve_values(scene: Scene, params: Mapping | None) -> tuple[dict[str, np.ndarray], int | None]:
+    """Defaults overridden by `params`, shape-checked; returns (values, batch).
+
+    batch is None when no value carries a batch axis, else B (all batched
+    values must agree on it).
+    """
+    shapes = parameter_shapes(scene)
+    values = default_parameters(scene)
+    batch = None
+    for name in check_names(scene, (params or {}).keys(), "params"):
+        value = np.asarray(params[name], dtype=np.float64)
+        base = shapes[name]
+        if value.shape == base:
+            pass
+        elif value.ndim == len(base) + 1 and value.shape[1:] == base:
+            if batch is not None and value.shape[0] != batch:
+                raise ParameterError(
+                    f"{scene.source}: parameter {name!r} has batch size "
+                    f"{value.shape[0]} but another parameter has {batch}")
+            batch = value.shape[0]
+        else:
+            raise ParameterError(
+                f"{scene.source}: parameter {name!r} must have shape {base} "
+                f"(or (B,) + {base} for a batch of worlds), got {value.shape}")
+        if not np.all(np.isfinite(value)):
+            raise ParameterError(f"{scene.source}: parameter {name!r} contains NaN or inf")
+        values[name] = value
+    return values, batch
+
+
+def symbols(scene: Scene, wrt: Iterable[str] | None = None, *, batched=()) -> dict:
+    """Symbolic inputs for the parameters named in `wrt` (all when None).
+
+    Names in `batched` get a leading batch axis. Returns {name: TensorVariable}.
+    """
+    shapes = parameter_shapes(scene)
+    names = list(shapes) if wrt is None else check_names(scene, wrt, "wrt")
+    check_names(scene, batched, "batched")
+    out = {}
+    for name in names:
+        ndim = len(shapes[name]) + (1 if name in batched else 0)
+        shape = ((None,) if name in batched else ()) + shapes[name]
+        out[name] = pt.tensor(name=name, dtype="float64", shape=shape)
+        assert out[name].ndim == ndim
+    return out

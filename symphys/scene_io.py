@@ -1,0 +1,409 @@
+"""Reading scenes: `symphys-scene/1` JSON files and the Python builder.
+
+Both paths go through `scene_from_dict`, the one validator, so a scene built
+in a notebook and the same scene in a file give equal `Scene` objects and
+the same error messages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from symphys.errors import SceneError
+from symphys.scene import (Body, ContactModel, ContactPair, FrictionModel,
+                           Ground, Scene, Shape, SolverOptions)
+
+FORMAT = "symphys-scene/1"
+GROUND = "ground"
+
+_TOP_FIELDS = {"format", "name", "dt", "gravity", "solver", "ground",
+               "bodies", "contacts", "joints", "motors", "sensors", "cameras",
+               "description"}
+_BODY_FIELDS = {"name", "shape", "radius", "size", "length", "mass",
+                "density", "position", "quaternion", "velocity",
+                "angular_velocity", "friction", "restitution", "color"}
+_SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
+                  "constraint_damping", "position_feedback",
+                  "restitution_threshold", "friction_model", "gyroscopic",
+                  "renormalisation_iterations"}
+_GROUND_FIELDS = {"height", "friction", "restitution"}
+
+
+def closest(name: str, choices) -> str:
+    """' (did you mean X?)' for the closest valid name, or ''."""
+    match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def scenes_dir() -> Path:
+    """Folder of the shipped scene files (package data or the repo's graphs/)."""
+    try:
+        packaged = resources.files("symphys.graphs")
+        path = Path(str(packaged))
+        if path.is_dir() and any(path.glob("*.json")):
+            return path
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent.parent / "graphs"
+
+
+def available_scenes() -> list[str]:
+    return sorted(p.stem for p in scenes_dir().glob("*.json"))
+
+
+def load_scene(path_or_name: str | Path) -> Scene:
+    """Load a scene from a JSON file path, or by name from the shipped graphs/."""
+    path = Path(path_or_name)
+    if not path.suffix and not path.exists():
+        candidate = scenes_dir() / f"{path_or_name}.json"
+        if not candidate.exists():
+            raise SceneError(
+                f"no such scene; shipped scenes are {available_scenes()}"
+                + closest(str(path_or_name), available_scenes()),
+                source=str(path_or_name))
+        path = candidate
+    if not path.exists():
+        raise SceneError("file not found", source=str(path))
+    text = path.read_text()
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise SceneError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
+                         f"{exc.msg}", source=str(path)) from None
+    except _NonFinite as exc:
+        raise SceneError(f"non-finite number {exc.args[0]} is not allowed",
+                         source=str(path)) from None
+    return scene_from_dict(doc, source=str(path), raw=text)
+
+
+class _NonFinite(Exception):
+    pass
+
+
+def _reject_constant(token: str):
+    raise _NonFinite(token)
+
+
+# -- field readers ---------------------------------------------------------
+class _Reader:
+    """Reads fields of one JSON object, raising errors that name the place."""
+
+    def __init__(self, doc: Any, source: str, item: str, allowed: set[str]):
+        if not isinstance(doc, dict):
+            raise SceneError(f"expected an object, got {type(doc).__name__}",
+                             source=source, item=item)
+        self.doc, self.source, self.item = doc, source, item
+        for key in doc:
+            if key not in allowed:
+                self.fail(key, "unknown field" + closest(key, allowed)
+                          + f"; allowed: {sorted(allowed)}")
+
+    def fail(self, field: str, message: str):
+        raise SceneError(message, source=self.source, item=self.item, field=field)
+
+    def has(self, key: str) -> bool:
+        return key in self.doc
+
+    def number(self, key: str, default=None, *, positive=False, nonneg=False,
+               integer=False):
+        if key not in self.doc:
+            if default is None:
+                self.fail(key, "missing")
+            return default
+        value = self.doc[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, f"expected a number, got {value!r}")
+        if not math.isfinite(value):
+            self.fail(key, f"must be finite, got {value!r}")
+        if integer and int(value) != value:
+            self.fail(key, f"expected an integer, got {value!r}")
+        if positive and value <= 0:
+            self.fail(key, f"must be > 0, got {value!r}")
+        if nonneg and value < 0:
+            self.fail(key, f"must be >= 0, got {value!r}")
+        return int(value) if integer else float(value)
+
+    def vector(self, key: str, length: int, default=None, *, positive=False):
+        if key not in self.doc:
+            if default is None:
+                self.fail(key, f"missing (a list of {length} numbers)")
+            return tuple(float(x) for x in default)
+        value = self.doc[key]
+        if not isinstance(value, (list, tuple)) or len(value) != length:
+            got = len(value) if isinstance(value, (list, tuple)) else type(value).__name__
+            self.fail(key, f"expected a list of {length} numbers, got {got}"
+                      + (" values" if isinstance(got, int) else ""))
+        out = []
+        for i, x in enumerate(value):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                self.fail(key, f"element {i} is not a number: {x!r}")
+            if not math.isfinite(x):
+                self.fail(key, f"element {i} must be finite, got {x!r}")
+            if positive and x <= 0:
+                self.fail(key, f"element {i} must be > 0, got {x!r}")
+            out.append(float(x))
+        return tuple(out)
+
+    def string(self, key: str, default=None):
+        if key not in self.doc:
+            if default is None:
+                self.fail(key, "missing")
+            return default
+        value = self.doc[key]
+        if not isinstance(value, str) or not value:
+            self.fail(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def enum(self, key: str, kind, default):
+        text = self.string(key, default.value)
+        try:
+            return kind(text)
+        except ValueError:
+            names = [m.value for m in kind]
+            self.fail(key, f"unknown value {text!r}{closest(text, names)}; "
+                      f"allowed: {names}")
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.doc.get(key, default)
+        if not isinstance(value, bool):
+            self.fail(key, f"expected true or false, got {value!r}")
+        return value
+
+
+def _volume(shape: Shape, radius: float, size, length: float) -> float:
+    if shape is Shape.SPHERE:
+        return 4.0 / 3.0 * math.pi * radius ** 3
+    if shape is Shape.BOX:
+        return size[0] * size[1] * size[2]
+    return math.pi * radius ** 2 * length + 4.0 / 3.0 * math.pi * radius ** 3
+
+
+def _read_body(doc, source: str, index: int) -> Body:
+    label = doc.get("name") if isinstance(doc, dict) else None
+    item = f"body '{label}'" if isinstance(label, str) else f"bodies[{index}]"
+    r = _Reader(doc, source, item, _BODY_FIELDS)
+    name = r.string("name")
+    if name in ("world", GROUND):
+        r.fail("name", f"'{name}' is reserved")
+    shape = r.enum("shape", Shape, Shape.SPHERE) if r.has("shape") else r.fail(
+        "shape", f"missing; allowed: {[s.value for s in Shape]}")
+    radius, size, length = 0.0, (0.0, 0.0, 0.0), 0.0
+    if shape in (Shape.SPHERE, Shape.CAPSULE):
+        radius = r.number("radius", positive=True)
+    if shape is Shape.CAPSULE:
+        length = r.number("length", positive=True)
+    if shape is Shape.BOX:
+        size = r.vector("size", 3, positive=True)
+    for other in ("radius", "length", "size"):
+        needed = {"radius": shape in (Shape.SPHERE, Shape.CAPSULE),
+                  "length": shape is Shape.CAPSULE, "size": shape is Shape.BOX}
+        if r.has(other) and not needed[other]:
+            r.fail(other, f"not used by a {shape.value}")
+    if r.has("mass") and r.has("density"):
+        r.fail("mass", "give either mass or density, not both")
+    if r.has("mass"):
+        mass = r.number("mass", positive=True)
+    elif r.has("density"):
+        mass = r.number("density", positive=True) * _volume(shape, radius, size, length)
+    else:
+        r.fail("mass", "missing (give 'mass' in kg or 'density' in kg/m^3)")
+    quat = r.vector("quaternion", 4, (1.0, 0.0, 0.0, 0.0))
+    norm = math.sqrt(sum(q * q for q in quat))
+    if norm < 1e-12:
+        r.fail("quaternion", "zero quaternion has no rotation; use [1, 0, 0, 0]")
+    return Body(
+        name=name, shape=shape, mass=mass, radius=radius, size=size,
+        length=length,
+        position=r.vector("position", 3, (0.0, 0.0, 0.0)),
+        quaternion=tuple(q / norm for q in quat),
+        velocity=r.vector("velocity", 3, (0.0, 0.0, 0.0)),
+        angular_velocity=r.vector("angular_velocity", 3, (0.0, 0.0, 0.0)),
+        friction=r.number("friction", 1.0, nonneg=True),
+        restitution=r.number("restitution", 0.0, nonneg=True),
+    )
+
+
+def _read_solver(doc, source: str) -> SolverOptions:
+    r = _Reader(doc, source, "solver", _SOLVER_FIELDS)
+    d = SolverOptions()
+    freq = r.number("constraint_frequency", positive=True) if r.has(
+        "constraint_frequency") else None
+    return SolverOptions(
+        model=r.enum("model", ContactModel, d.model),
+        iterations=r.number("iterations", d.iterations, positive=True, integer=True),
+        constraint_frequency=freq,
+        constraint_damping=r.number("constraint_damping", d.constraint_damping, nonneg=True),
+        position_feedback=r.number("position_feedback", d.position_feedback, nonneg=True),
+        restitution_threshold=r.number("restitution_threshold",
+                                       d.restitution_threshold, nonneg=True),
+        friction_model=r.enum("friction_model", FrictionModel, d.friction_model),
+        gyroscopic=r.boolean("gyroscopic", d.gyroscopic),
+        renormalisation_iterations=r.number(
+            "renormalisation_iterations", d.renormalisation_iterations,
+            nonneg=True, integer=True),
+    )
+
+
+def _check_finite_tree(doc, source: str, path: str = "") -> None:
+    """Reject NaN/inf anywhere (json.loads only accepts them as literals)."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        raise SceneError(f"non-finite number {doc!r} is not allowed",
+                         source=source, field=path or None)
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            _check_finite_tree(v, source, f"{path}.{k}" if path else k)
+    elif isinstance(doc, (list, tuple)):
+        for i, v in enumerate(doc):
+            _check_finite_tree(v, source, f"{path}[{i}]")
+
+
+SUPPORTED_PAIRS = {
+    (Shape.SPHERE, GROUND), (Shape.BOX, GROUND), (Shape.CAPSULE, GROUND),
+    (Shape.SPHERE, Shape.SPHERE), (Shape.SPHERE, Shape.BOX),
+    (Shape.CAPSULE, Shape.SPHERE),
+}
+
+
+def _auto_contacts(bodies, has_ground: bool) -> tuple[ContactPair, ...]:
+    """Every body against the ground, and every supported pair of shapes
+    (box-box and capsule-box/capsule-capsule are not implemented: skipped)."""
+    pairs = []
+    if has_ground:
+        pairs += [ContactPair(b.name, GROUND) for b in bodies]
+    for i, a in enumerate(bodies):
+        for b in bodies[i + 1:]:
+            if (a.shape, b.shape) in SUPPORTED_PAIRS:
+                pairs.append(ContactPair(a.name, b.name))
+            elif (b.shape, a.shape) in SUPPORTED_PAIRS:
+                pairs.append(ContactPair(b.name, a.name))
+    return tuple(pairs)
+
+
+
+
+def _read_contacts(doc, source: str, bodies, has_ground) -> tuple[ContactPair, ...]:
+    if doc is None or doc == "auto":
+        return _auto_contacts(bodies, has_ground)
+    if not isinstance(doc, list):
+        raise SceneError("expected \"auto\" or a list of {\"a\", \"b\"}",
+                         source=source, field="contacts")
+    by_name = {b.name: b for b in bodies}
+    names = list(by_name) + ([GROUND] if has_ground else [])
+    pairs, seen = [], set()
+    for i, entry in enumerate(doc):
+        r = _Reader(entry, source, f"contacts[{i}]", {"a", "b"})
+        a, b = r.string("a"), r.string("b")
+        for key, nm in (("a", a), ("b", b)):
+            if nm not in names:
+                hint = " (the scene has no ground)" if nm == GROUND else closest(nm, names)
+                r.fail(key, f"unknown body '{nm}'{hint}")
+        if a == b:
+            r.fail("b", "a body cannot touch itself")
+        if a == GROUND:
+            a, b = b, a
+        kinds = (by_name[a].shape, GROUND if b == GROUND else by_name[b].shape)
+        if kinds not in SUPPORTED_PAIRS and kinds[::-1] in SUPPORTED_PAIRS:
+            a, b = b, a
+            kinds = kinds[::-1]
+        if kinds not in SUPPORTED_PAIRS:
+            r.fail("b", f"contact {kinds[0].value}-{getattr(kinds[1], 'value', kinds[1])}"
+                   " is not supported; supported: sphere/box/capsule-ground, "
+                   "sphere-sphere, sphere-box, capsule-sphere")
+        key = frozenset((a, b))
+        if key in seen:
+            r.fail("b", f"pair {a}-{b} listed twice")
+        seen.add(key)
+        pairs.append(ContactPair(a, b))
+    return tuple(pairs)
+
+
+def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
+    """Validate a `symphys-scene/1` document into a `Scene`."""
+    _check_finite_tree(doc, source)
+    r = _Reader(doc, source, "", _TOP_FIELDS)
+    r.item = None
+    fmt = r.string("format", "")
+    if fmt != FORMAT:
+        r.fail("format", f"unknown format version {fmt!r}; this symphys reads {FORMAT!r}")
+    name = r.string("name", Path(source).stem if source else "scene")
+    dt = r.number("dt", 0.01, positive=True)
+    gravity = r.vector("gravity", 3, (0.0, 0.0, -9.81))
+    solver = _read_solver(doc.get("solver", {}), source)
+    ground = None
+    if "ground" in doc and doc["ground"] is not None:
+        g = _Reader(doc["ground"], source, "ground", _GROUND_FIELDS)
+        ground = Ground(height=g.number("height", 0.0),
+                        friction=g.number("friction", 1.0, nonneg=True),
+                        restitution=g.number("restitution", 0.0, nonneg=True))
+    bodies_doc = doc.get("bodies")
+    if not isinstance(bodies_doc, list) or not bodies_doc:
+        r.fail("bodies", "expected a non-empty list of bodies")
+    bodies = tuple(_read_body(b, source, i) for i, b in enumerate(bodies_doc))
+    seen = set()
+    for b in bodies:
+        if b.name in seen:
+            raise SceneError("duplicate body name", source=source,
+                             item=f"body '{b.name}'", field="name")
+        seen.add(b.name)
+    for unsupported in ("joints", "motors", "sensors", "cameras"):
+        if doc.get(unsupported):
+            r.fail(unsupported, "not supported by this version of symphys yet")
+    contacts = _read_contacts(doc.get("contacts", "auto"), source, bodies,
+                              ground is not None)
+    return Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
+                 bodies=bodies, contacts=contacts, source=source, raw=raw)
+
+
+class SceneBuilder:
+    """Build a scene in Python; `build()` validates exactly like a file.
+
+    >>> scene = (SceneBuilder("drop", dt=0.01).ground(friction=0.5)
+    ...          .sphere("ball", radius=0.1, mass=1.0, position=[0, 0, 1])
+    ...          .build())
+    """
+
+    def __init__(self, name: str, *, dt: float = 0.01, gravity=(0.0, 0.0, -9.81),
+                 **solver):
+        self._doc: dict = {"format": FORMAT, "name": name, "dt": dt,
+                           "gravity": list(gravity), "solver": dict(solver),
+                           "bodies": []}
+
+    def ground(self, height=0.0, friction=1.0, restitution=0.0) -> "SceneBuilder":
+        self._doc["ground"] = {"height": height, "friction": friction,
+                               "restitution": restitution}
+        return self
+
+    def body(self, name: str, shape: str, **fields) -> "SceneBuilder":
+        entry = {"name": name, "shape": shape}
+        entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
+                      for k, v in fields.items()})
+        self._doc["bodies"].append(entry)
+        return self
+
+    def sphere(self, name, **fields):
+        return self.body(name, "sphere", **fields)
+
+    def box(self, name, **fields):
+        return self.body(name, "box", **fields)
+
+    def capsule(self, name, **fields):
+        return self.body(name, "capsule", **fields)
+
+    def contacts(self, pairs) -> "SceneBuilder":
+        """"auto" or a list of (a, b) name pairs."""
+        self._doc["contacts"] = pairs if pairs == "auto" else [
+            {"a": a, "b": b} for a, b in pairs]
+        return self
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps(self._doc))
+
+    def build(self) -> Scene:
+        return scene_from_dict(self.to_dict(), source=f"<builder {self._doc['name']}>")

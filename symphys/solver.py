@@ -1,0 +1,214 @@
+"""Constraint rows and the projected Gauss-Seidel impulse solver.
+
+A `RowBlock` holds K independent rows (no dynamic body twice), each with a
+Jacobian over its two bodies' velocities, the precomputed M^-1 J^T
+directions, a softened effective mass, a target velocity, and bounds given
+by its `RowKind`. The solver sweeps the blocks in order for a fixed number of
+iterations, keeping accumulated impulses and clamping them (sequential
+impulses). Joints and motors (a later issue) add new row kinds and builders;
+the sweep stays the same.
+
+Shapes: every row field is (B, K); velocities are `Vec3`s of (B, N).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import pytensor
+import pytensor.tensor as pt
+
+from symphys.algebra import Mat3, Vec3, cross, dot, matTvec, matvec, safe_div, tangent_basis
+from symphys.contacts import ContactBlock, ContactGeometry, Gather, STATIC
+from symphys.model import BodyArrays
+from symphys.scene import FrictionModel, SolverOptions
+
+
+class RowKind(enum.Enum):
+    NORMAL = "normal"        # lambda >= 0
+    FRICTION = "friction"    # |lambda| <= mu * lambda_normal
+
+
+@dataclass(frozen=True)
+class Side:
+    """One body's part of a block: gather map and M^-1 J^T directions."""
+
+    gather: Gather
+    j_ang: Vec3       # angular Jacobian (world), (B, K)
+    dv: Vec3          # velocity change per unit impulse
+    dw: Vec3          # angular velocity change per unit impulse
+
+
+@dataclass(frozen=True)
+class RowBlock:
+    kind: RowKind
+    j_lin: Vec3                  # linear Jacobian of body a (b gets -j_lin)
+    a: Side
+    b: Side | None               # None: static partner
+    m_eff: object                # 1 / (J M^-1 J^T)
+    m_soft: object               # 1 / (1/m_eff + gamma)
+    gamma: object                # softness (impulse units), 0 when stiff
+    target: object               # desired J v after the solve
+
+    def velocity(self, v: Vec3, w: Vec3):
+        """J v for the current velocities."""
+        ga = self.a.gather
+        jv = dot(self.j_lin, v.map(ga.take)) + dot(self.a.j_ang, w.map(ga.take))
+        if self.b is not None:
+            gb = self.b.gather
+            jv = jv - dot(self.j_lin, v.map(gb.take)) - dot(self.b.j_ang, w.map(gb.take))
+        return jv
+
+    def apply(self, v: Vec3, w: Vec3, impulse) -> tuple[Vec3, Vec3]:
+        """Add the velocity change of `impulse` (B, K) to both bodies."""
+        ga = self.a.gather
+        v = Vec3(*(ga.add(c, d * impulse) for c, d in zip(v, self.a.dv)))
+        w = Vec3(*(ga.add(c, d * impulse) for c, d in zip(w, self.a.dw)))
+        if self.b is not None:
+            gb = self.b.gather
+            v = Vec3(*(gb.add(c, -d * impulse) for c, d in zip(v, self.b.dv)))
+            w = Vec3(*(gb.add(c, -d * impulse) for c, d in zip(w, self.b.dw)))
+        return v, w
+
+
+def _side(gather: Gather, r: Vec3, j_lin: Vec3, bodies: BodyArrays, rotation: Mat3):
+    """Angular Jacobian r x j and M^-1 J^T for one body; also its 1/m_eff share."""
+    inv_m = gather.take(bodies.inv_mass)
+    inv_i = bodies.inv_inertia.map(gather.take)
+    rot = rotation.map(gather.take)
+    j_ang = cross(r, j_lin)
+    local = matTvec(rot, j_ang)
+    scaled = Vec3(local.x * inv_i.x, local.y * inv_i.y, local.z * inv_i.z)
+    share = inv_m * dot(j_lin, j_lin) + dot(local, scaled)
+    return Side(gather, j_ang, j_lin.scale(inv_m), matvec(rot, scaled)), share
+
+
+def _row_block(kind, j_lin, geom: ContactGeometry, ga, gb, bodies, rotation,
+               gamma, target) -> RowBlock:
+    side_a, inv_eff = _side(ga, geom.ra, j_lin, bodies, rotation)
+    side_b = None
+    if gb is not None:
+        side_b, share_b = _side(gb, geom.rb, j_lin, bodies, rotation)
+        inv_eff = inv_eff + share_b
+    m_eff = safe_div(1.0, inv_eff)
+    m_soft = safe_div(1.0, inv_eff + gamma)
+    return RowBlock(kind, j_lin, side_a, side_b, m_eff, m_soft, gamma, target)
+
+
+@dataclass(frozen=True)
+class ContactRows:
+    """The normal row and two friction rows of one contact block."""
+
+    normal: RowBlock
+    tangent1: RowBlock
+    tangent2: RowBlock
+    friction: object            # mu, (B, K)
+
+
+def softness(options: SolverOptions, frequency, damping, m_eff, dt: float):
+    """(gamma, beta) of a soft constraint with natural frequency f and damping
+    ratio zeta: k = m (2 pi f)^2, c = 2 m zeta (2 pi f); gamma = 1/(dt (c + dt k)),
+    beta = dt k / (c + dt k). Stiff (frequency None): gamma 0, beta = the
+    `position_feedback` factor."""
+    if frequency is None:
+        return 0.0, options.position_feedback
+    omega = 2.0 * math.pi * frequency
+    k = m_eff * omega ** 2
+    c = 2.0 * m_eff * damping * omega
+    gamma = safe_div(1.0, dt * (c + dt * k))
+    beta = dt * omega / (2.0 * damping + dt * omega)
+    return gamma, beta
+
+
+def contact_rows(block: ContactBlock, geom: ContactGeometry, bodies: BodyArrays,
+                 rotation: Mat3, v: Vec3, w: Vec3, options: SolverOptions,
+                 frequency, damping, dt: float, n_bodies: int) -> ContactRows:
+    """Rows of one contact block, with targets from the velocities `v`, `w`
+    before the solve (restitution) and the gap (speculative contact: an
+    approaching body may close at most the gap this step; a penetrating one
+    is pushed out by position-error feedback)."""
+    ga = Gather(block.a, n_bodies)
+    gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
+    n = geom.normal
+    probe = _row_block(RowKind.NORMAL, n, geom, ga, gb, bodies, rotation, 0.0, 0.0)
+    vn0 = probe.velocity(v, w)
+    penetrating = geom.gap < 0
+    gamma, beta = softness(options, frequency, damping, probe.m_eff, dt)
+    gamma = pt.switch(penetrating, gamma, 0.0) if frequency is not None else 0.0
+    separation = pt.switch(penetrating, -beta * geom.gap, -geom.gap) / dt
+    hits = (geom.gap + dt * vn0 < 0) & (vn0 < -options.restitution_threshold)
+    target = pt.switch(hits, pt.maximum(-geom.restitution * vn0, separation), separation)
+    normal = _row_block(RowKind.NORMAL, n, geom, ga, gb, bodies, rotation, gamma, target)
+    if block.b[0] == STATIC:
+        # Ground contacts: the normal is the constant z axis; tangents are x, y.
+        zero = pt.constant(0.0)
+        one = pt.constant(1.0)
+        t1, t2 = Vec3(one, zero, zero), Vec3(zero, one, zero)
+    else:
+        t1, t2 = tangent_basis(n)
+    rows = [_row_block(RowKind.FRICTION, t, geom, ga, gb, bodies, rotation, 0.0, 0.0)
+            for t in (t1, t2)]
+    return ContactRows(normal, rows[0], rows[1], geom.friction)
+
+
+def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
+           friction_model: FrictionModel):
+    """One Gauss-Seidel pass over every block; returns (v, w, new acc)."""
+    acc = list(acc)
+    for i, rows in enumerate(blocks):
+        lam_n, lam_1, lam_2 = acc[i]
+        row = rows.normal
+        jv = row.velocity(v, w)
+        new_n = pt.maximum(lam_n + row.m_soft * (row.target - jv - row.gamma * lam_n), 0.0)
+        v, w = row.apply(v, w, new_n - lam_n)
+        bound = rows.friction * new_n
+        if friction_model is FrictionModel.PYRAMID:
+            new_t = []
+            for row, lam in ((rows.tangent1, lam_1), (rows.tangent2, lam_2)):
+                trial = lam - row.m_eff * row.velocity(v, w)
+                new = pt.clip(trial, -bound, bound)
+                v, w = row.apply(v, w, new - lam)
+                new_t.append(new)
+            new_1, new_2 = new_t
+        else:
+            t1 = lam_1 - rows.tangent1.m_eff * rows.tangent1.velocity(v, w)
+            t2 = lam_2 - rows.tangent2.m_eff * rows.tangent2.velocity(v, w)
+            mag_sq = t1 * t1 + t2 * t2
+            over = mag_sq > bound * bound
+            scale = pt.switch(over, bound / pt.sqrt(pt.switch(over, mag_sq, 1.0)), 1.0)
+            new_1, new_2 = t1 * scale, t2 * scale
+            v, w = rows.tangent1.apply(v, w, new_1 - lam_1)
+            v, w = rows.tangent2.apply(v, w, new_2 - lam_2)
+        acc[i] = (new_n, new_1, new_2)
+    return v, w, acc
+
+
+def solve(blocks: list[ContactRows], v: Vec3, w: Vec3, iterations: int,
+          friction_model: FrictionModel) -> tuple[Vec3, Vec3]:
+    """Projected Gauss-Seidel over `blocks` for `iterations` sweeps.
+
+    Accumulated impulses are clamped (normal >= 0, friction inside the
+    pyramid or cone of mu * normal) and only the change is applied. One sweep
+    is written out; more sweeps run as an inner `scan`, so the graph (and
+    its compile time) does not grow with the iteration count.
+    """
+    zero = [pt.zeros_like(rows.normal.velocity(v, w)) for rows in blocks]
+    acc = [(z, z, z) for z in zero]
+    v, w, acc = _sweep(blocks, v, w, acc, friction_model)
+    if iterations == 1:
+        return v, w
+    n_blocks = len(blocks)
+
+    def body(*carry):
+        cv, cw = Vec3(*carry[0:3]), Vec3(*carry[3:6])
+        cacc = [tuple(carry[6 + 3 * i: 9 + 3 * i]) for i in range(n_blocks)]
+        nv, nw, nacc = _sweep(blocks, cv, cw, cacc, friction_model)
+        return [*nv, *nw] + [x for trio in nacc for x in trio]
+
+    init = [*v, *w] + [x for trio in acc for x in trio]
+    out = pytensor.scan(body, outputs_info=init, n_steps=iterations - 1,
+                        return_updates=False, name="symphys_pgs")
+    last = [o[-1] for o in out]
+    return Vec3(*last[0:3]), Vec3(*last[3:6])
