@@ -8,6 +8,7 @@ Stable surface (see README.md):
     loss, grads = sp.value_and_grad(scene, 500, loss_fn, wrt=["ball.velocity"])
 """
 
+from symphys import optim
 from symphys.api import clear_cache, simulate, value_and_grad
 from symphys.backends import Backend, compile
 from symphys.errors import BackendError, ParameterError, SceneError, SymphysError
@@ -22,5 +23,5 @@ __all__ = [
     "Backend", "BackendError", "Body", "FrictionModel", "Ground", "ParameterError",
     "Scene", "SceneBuilder", "SceneError", "Shape", "SolverOptions", "SymphysError",
     "Trajectory", "available_scenes", "clear_cache", "compile", "load_scene",
-    "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
+    "optim", "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
 ]

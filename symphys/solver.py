@@ -161,14 +161,18 @@ def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
         lam_n, lam_1, lam_2 = acc[i]
         row = rows.normal
         jv = row.velocity(v, w)
-        new_n = pt.maximum(lam_n + row.m_soft * (row.target - jv - row.gamma * lam_n), 0.0)
+        trial_n = lam_n + row.m_soft * (row.target - jv - row.gamma * lam_n)
+        # switch, not maximum: at a tie the gradient is 0 (inactive contact).
+        new_n = pt.switch(trial_n > 0, trial_n, 0.0)
         v, w = row.apply(v, w, new_n - lam_n)
         bound = rows.friction * new_n
         if friction_model is FrictionModel.PYRAMID:
             new_t = []
             for row, lam in ((rows.tangent1, lam_1), (rows.tangent2, lam_2)):
                 trial = lam - row.m_eff * row.velocity(v, w)
-                new = pt.clip(trial, -bound, bound)
+                # With no normal impulse the friction impulse is 0 whatever the
+                # trial value: clip's gradient at clip(0, -0, 0) would be 1.
+                new = pt.switch(bound > 0, pt.clip(trial, -bound, bound), 0.0)
                 v, w = row.apply(v, w, new - lam)
                 new_t.append(new)
             new_1, new_2 = new_t
@@ -178,7 +182,9 @@ def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
             mag_sq = t1 * t1 + t2 * t2
             over = mag_sq > bound * bound
             scale = pt.switch(over, bound / pt.sqrt(pt.switch(over, mag_sq, 1.0)), 1.0)
-            new_1, new_2 = t1 * scale, t2 * scale
+            active = bound > 0
+            new_1 = pt.switch(active, t1 * scale, 0.0)
+            new_2 = pt.switch(active, t2 * scale, 0.0)
             v, w = rows.tangent1.apply(v, w, new_1 - lam_1)
             v, w = rows.tangent2.apply(v, w, new_2 - lam_2)
         acc[i] = (new_n, new_1, new_2)

@@ -12,19 +12,19 @@ BACKEND = "numba"
 
 def drop():
     """One sphere above the ground (stiff contacts)."""
-    return (sp.SceneBuilder("drop", dt=0.002, iterations=4).ground(friction=0.5)
+    return (sp.SceneBuilder("drop", dt=0.002, iterations=1).ground(friction=0.5)
             .sphere("ball", radius=0.1, mass=1.0, position=[0, 0, 1.1]).build())
 
 
-def box():
+def box(iterations: int = 8):
     """One box on the ground."""
-    return (sp.SceneBuilder("box", dt=0.002, iterations=8).ground(friction=0.5)
+    return (sp.SceneBuilder("box", dt=0.002, iterations=iterations).ground(friction=0.5)
             .box("crate", size=[0.2, 0.2, 0.2], mass=2.0, position=[0, 0, 0.1]).build())
 
 
 def pair():
     """Two spheres, no ground: head-on collisions."""
-    return (sp.SceneBuilder("pair", dt=0.002, iterations=4, gravity=(0, 0, 0))
+    return (sp.SceneBuilder("pair", dt=0.002, iterations=1, gravity=(0, 0, 0))
             .sphere("a", radius=0.1, mass=1.0, position=[-0.5, 0, 0], velocity=[2, 0, 0],
                     restitution=0.6)
             .sphere("b", radius=0.15, mass=3.0, position=[0.5, 0, 0], velocity=[-1, 0, 0],
@@ -36,7 +36,7 @@ def mixed():
     """Sphere, box and capsule on the ground, touching each other: every
     contact kind (sphere/box/capsule-ground, sphere-box, capsule-sphere,
     sphere-sphere)."""
-    return (sp.SceneBuilder("mixed", dt=0.005, iterations=6).ground(friction=0.8, restitution=0.1)
+    return (sp.SceneBuilder("mixed", dt=0.005, iterations=1).ground(friction=0.8, restitution=0.1)
             .box("crate", size=[0.3, 0.3, 0.2], mass=3.0, position=[0, 0, 0.1])
             .sphere("ball", radius=0.1, mass=0.5, position=[-0.05, 0.02, 0.32],
                     velocity=[0.3, 0.0, 0.0], friction=0.6)

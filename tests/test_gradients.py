@@ -1,0 +1,118 @@
+"""Exact gradients against central finite differences (float64).
+
+Each scene compiles one value-and-gradient function (on JAX, whose compile
+is the cheapest here; backend agreement is checked in test_backends.py) and
+the same function supplies the finite-difference values. Parameters are
+chosen away from contact events (smooth regions).
+"""
+
+import numpy as np
+import pytest
+
+import symphys as sp
+from symphys.api import parameter_values, value_and_grad_function
+from scenes import box, drop, mixed, pair
+
+BACKEND = "jax"
+
+
+def _weights(n):
+    return np.linspace(0.3, 1.1, n)
+
+
+def _final_state_loss(names):
+    """A smooth loss on every body's final position and velocity."""
+    def loss(tr):
+        total = 0.0
+        for i, name in enumerate(names):
+            w = _weights(3) * (i + 1)
+            total = total + (tr.position[name][-1] * w).sum() \
+                + 0.5 * (tr.velocity[name][-1] * w[::-1]).sum() \
+                + 0.1 * (tr.angular_velocity[name][-1] * w).sum()
+        return total
+    return loss
+
+
+def check_gradient(scene, steps, wrt, params, rel=1e-5, h=1e-6):
+    loss = _final_state_loss(scene.body_names)
+    args, batched = parameter_values(scene, params)
+    fn = value_and_grad_function(scene, steps, loss, wrt, batched, BACKEND)
+    names = list(scene.parameters())
+    value, *grads = fn(*args)
+    assert np.isfinite(value)
+    out = {}
+    for name, grad in zip(wrt, grads):
+        assert np.all(np.isfinite(grad)), name
+        index = names.index(name)
+        base = np.asarray(args[index], dtype=float)
+        fd = np.zeros_like(base)
+        for k in np.ndindex(base.shape):
+            step = h * max(1.0, abs(base[k]))
+            plus, minus = base.copy(), base.copy()
+            plus[k] += step
+            minus[k] -= step
+            f_plus = fn(*args[:index], plus, *args[index + 1:])[0]
+            f_minus = fn(*args[:index], minus, *args[index + 1:])[0]
+            fd[k] = (f_plus - f_minus) / (2 * step)
+        scale = max(np.abs(fd).max(), 1e-3)
+        np.testing.assert_allclose(grad, fd, rtol=rel, atol=rel * scale,
+                                   err_msg=f"gradient of {name}")
+        out[name] = grad
+    return out
+
+
+def test_drop_bounce_and_roll():
+    """Sphere thrown onto the ground: bounce (restitution), slide, roll."""
+    scene = drop()
+    params = {"ball.velocity": [1.3, 0.4, 0.7], "ball.angular_velocity": [0.5, -20.0, 0.2],
+              "ground.restitution": 0.55, "ground.friction": 0.01}
+    grads = check_gradient(scene, 400, ["ball.velocity", "ball.angular_velocity",
+                                             "ball.radius", "ground.friction",
+                                             "ground.restitution", "world.gravity"], params)
+    # Friction and restitution do change this trajectory.
+    assert abs(grads["ground.friction"]) > 1e-3
+    assert abs(grads["ground.restitution"]) > 1e-3
+
+
+def test_box_sliding():
+    scene = box(iterations=1)
+    params = {"crate.velocity": [1.5, 0.3, 0.0]}
+    grads = check_gradient(scene, 150, ["crate.velocity", "crate.size", "crate.mass",
+                                             "crate.friction", "crate.position"], params)
+    assert abs(grads["crate.friction"]) > 1e-3
+
+
+def test_two_spheres_collide():
+    scene = pair()
+    params = {"a.velocity": [2.0, 0.1, 0.0], "a.restitution": 0.7, "b.restitution": 0.3}
+    grads = check_gradient(scene, 400, ["a.velocity", "a.mass", "b.mass",
+                                             "a.restitution", "b.radius"], params)
+    assert abs(grads["a.mass"]) > 1e-3 and abs(grads["a.restitution"]) > 1e-3
+
+
+def test_mixed_contacts():
+    scene = mixed()
+    check_gradient(scene, 60, ["ball.velocity", "rod.velocity", "pebble.mass",
+                               "rod.length", "rod.radius", "crate.size"], {})
+
+
+def test_soft_ground_ball():
+    """The paper's ball scene: soft contact with constraint frequency f."""
+    scene = sp.load_scene("ball")
+    params = {"ball.velocity": [2.0, 0.0, 1.0], "ball.angular_velocity": [0.0, -1.0, 0.0]}
+    grads = check_gradient(scene, 150, ["ball.velocity", "ball.mass",
+                                             "solver.constraint_frequency",
+                                             "world.gravity", "ball.radius"], params)
+    assert abs(grads["solver.constraint_frequency"]) > 1e-4
+
+
+def test_no_nan_gradient_at_rest():
+    """Resting contact and zero relative velocity give finite gradients."""
+    scene = box(iterations=1)
+    loss = _final_state_loss(scene.body_names)
+    args, batched = parameter_values(scene, {})
+    wrt = ["crate.velocity", "crate.angular_velocity", "crate.friction", "crate.size"]
+    fn = value_and_grad_function(scene, 150, loss, wrt, batched, BACKEND)
+    _, *grads = fn(*args)
+    for g in grads:
+        assert np.all(np.isfinite(g))
