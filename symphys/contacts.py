@@ -191,25 +191,24 @@ def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays
         return ContactGeometry(gap, up, ra, None, mu, e)
 
     xb = position.map(gb.take)
-    if kind is ContactKind.SPHERE_SPHERE:
-        r_a, r_b = ga.take(bodies.radius), gb.take(bodies.radius)
-        n, dist = normalize(xa - xb, fallback=up)
+
+    def round_pair(nearest_a: Vec3, r_a, r_b) -> ContactGeometry:
+        """Two rounded shapes: a's closest core point to b's centre, radii."""
+        n, dist = normalize(nearest_a - xb, fallback=up)
         gap = dist - r_a - r_b
         point = xb + n.scale(r_b + 0.5 * gap)
         return ContactGeometry(gap, n, point - xa, point - xb, mu, e)
 
+    if kind is ContactKind.SPHERE_SPHERE:
+        return round_pair(xa, ga.take(bodies.radius), gb.take(bodies.radius))
+
     if kind is ContactKind.CAPSULE_SPHERE:
-        rot = rotation.map(ga.take)
-        r_a, r_b = ga.take(bodies.radius), gb.take(bodies.radius)
         hl = ga.take(bodies.half_length)
-        axis = _z_axis(rot)
+        axis = _z_axis(rotation.map(ga.take))
         start = xa - axis.scale(hl)
         t = pt.clip(dot(xb - start, axis), 0.0, 2.0 * hl)
-        closest = start + axis.scale(t)
-        n, dist = normalize(closest - xb, fallback=up)
-        gap = dist - r_a - r_b
-        point = xb + n.scale(r_b + 0.5 * gap)
-        return ContactGeometry(gap, n, point - xa, point - xb, mu, e)
+        return round_pair(start + axis.scale(t), ga.take(bodies.radius),
+                          gb.take(bodies.radius))
 
     if kind is ContactKind.SPHERE_BOX:
         # a = sphere, b = box. Work in the box frame.
