@@ -1,0 +1,61 @@
+"""Fast unit tests: optimiser, schedules, contact blocks, algebra (no compile)."""
+
+import numpy as np
+import pytest
+
+import symphys as sp
+from symphys.contacts import STATIC, contact_blocks
+from symphys.optim import Adam, PiecewiseSchedule
+from scenes import mixed
+
+
+def test_piecewise_schedule_follows_the_paper():
+    s = PiecewiseSchedule({1: 2.0, 5: 1.0, 50: 0.1, 75: 0.05, 100: 0.01})
+    assert [s(i) for i in (1, 4, 5, 49, 50, 75, 100, 1000)] == \
+        [2.0, 2.0, 1.0, 1.0, 0.1, 0.05, 0.01, 0.01]
+    with pytest.raises(ValueError):
+        PiecewiseSchedule({5: 1.0})(1)
+
+
+def test_adam_minimises_a_quadratic():
+    target = np.array([1.0, -2.0, 0.5])
+    opt = Adam(learning_rate=0.1)
+    p = {"x": np.zeros(3)}
+    for _ in range(500):
+        p = opt.step(p, {"x": 2 * (p["x"] - target)})
+    np.testing.assert_allclose(p["x"], target, atol=1e-3)
+
+
+def test_adam_reports_non_finite_gradients():
+    with pytest.raises(FloatingPointError, match="'x'"):
+        Adam().step({"x": np.zeros(2)}, {"x": np.array([0.0, np.nan])})
+
+
+def test_contact_blocks_never_repeat_a_body():
+    scene = mixed()
+    blocks = contact_blocks(scene)
+    covered = set()
+    for block in blocks:
+        bodies = [i for pair in zip(block.a, block.b) for i in pair if i != STATIC]
+        assert len(bodies) == len(set(bodies))
+        covered.update((a, b, block.kind, block.point) for a, b in zip(block.a, block.b))
+    # every pair appears once per contact point of its kind
+    assert len(covered) == sum(len(b.a) for b in blocks)
+    assert len({(a, b) for a, b, _, _ in covered}) == len(scene.contacts)
+
+
+def test_renormalise_pulls_towards_a_rotation():
+    from symphys.algebra import Mat3, renormalise
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    a = q + 1e-3 * rng.normal(size=(3, 3))
+    out = np.array(renormalise(Mat3(*a.ravel()), 3)).reshape(3, 3)
+    assert np.abs(out.T @ out - np.eye(3)).max() < 1e-12
+
+
+def test_parameters_and_defaults():
+    scene = sp.load_scene("ball")
+    params = scene.parameters()
+    assert params["ball.mass"] == pytest.approx(1000 * 4 / 3 * np.pi * 0.5 ** 3)
+    np.testing.assert_array_equal(params["ball.position"], [0, 0, 1.5])
+    assert "solver.constraint_frequency" in params
