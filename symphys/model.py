@@ -180,14 +180,15 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
                   Vec3(arr["vx"], arr["vy"], arr["vz"]),
                   Vec3(arr["wx"], arr["wy"], arr["wz"]))
     # Every state component gets the full batch size B (the largest leading
-    # dimension among all per-body arrays), so the time loop's carry has one shape.
-    everything = state.flat() + [a for a in arr.values()] + [
+    # dimension among all per-body arrays), so the time loop's carry has one
+    # shape. Broadcasting against a zero template keeps shapes static (JAX
+    # cannot trace a shape computed from values).
+    everything = state.flat() + list(arr.values()) + [
         c for c in worlds.gravity if getattr(c, "ndim", 0) == 2]
-    batch = everything[0].shape[0]
+    template = everything[0] * 0.0
     for t in everything[1:]:
-        batch = pt.maximum(batch, t.shape[0])
-    n = len(scene.bodies)
-    state = State.from_flat([pt.broadcast_to(c, (batch, n)) for c in state.flat()])
+        template = template + t * 0.0
+    state = State.from_flat([c + template for c in state.flat()])
     return bodies, worlds, state
 
 

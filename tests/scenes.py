@@ -46,3 +46,11 @@ def mixed():
             .sphere("pebble", radius=0.06, mass=0.2, position=[0.62, 0.0, 0.06],
                     velocity=[-0.8, 0.0, 0.0])
             .build())
+
+
+def rod():
+    """A capsule lying on the ground (two end-sphere contacts)."""
+    return (sp.SceneBuilder("rod", dt=0.002, iterations=1).ground(friction=0.3)
+            .capsule("rod", radius=0.05, length=0.4, mass=1.0, position=[0, 0, 0.05],
+                     quaternion=[0.7071067811865476, 0, 0.7071067811865476, 0])
+            .build())
