@@ -124,9 +124,14 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
 
     cases = [(s, b, k) for s, b in (CASES_QUICK if quick else CASES_FULL)
              for k in backends.split(",")]
-    rows = []
+    rows, failures = [], []
     for scene, batch, backend in tqdm(cases, desc="bench"):
-        rows.append(run_case(scene, batch, backend))
+        try:
+            rows.append(run_case(scene, batch, backend))
+        except RuntimeError as exc:   # keep the other cases' numbers
+            failures.append({"scene": scene, "batch": batch, "backend": backend,
+                             "error": str(exc)[-2000:]})
+            print(f"bench case {scene}/{batch}/{backend} failed:\n{exc}")
     head = ["scene", "batch", "backend", "fwd ns/body-step", "grad ns/body-step",
             "grad/fwd", "compile cold s", "compile warm s", "peak MB"]
     body = [[r["scene"], r["batch"], r["backend"], f"{r['forward_ns_per_body_step']:.1f}",
@@ -141,7 +146,7 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
             print(f"{scene} B={batch}: numba/jax forward time ratio "
                   f"{nb['forward_ns_per_body_step'] / jx['forward_ns_per_body_step']:.2f}, "
                   f"gradient {nb['gradient_ns_per_body_step'] / jx['gradient_ns_per_body_step']:.2f}")
-    doc = {"steps": STEPS, "rows": rows, "peers": []}
+    doc = {"steps": STEPS, "rows": rows, "peers": [], "failures": failures}
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(doc, indent=1))
