@@ -21,8 +21,8 @@ import numpy as np
 
 STEPS = 200
 
-CASES_FULL = [("ball", 1), ("spheres16", 64)]
 CASES_QUICK = [("ball", 1), ("spheres16", 64)]
+CASES_FULL = CASES_QUICK + [("spheres16", 1), ("spheres16", 16)]
 
 
 def _batched_params(scene, batch: int, rng) -> dict:
