@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytensor.tensor as pt
@@ -138,6 +138,7 @@ class ContactGeometry:
     rb: Vec3 | None
     friction: object
     restitution: object
+    rolling_friction: object = None   # mu_roll (m), None: no rolling rows
 
 
 def _combine(block: ContactBlock, bodies: BodyArrays, world: WorldArrays, ga, gb):
@@ -158,7 +159,19 @@ def _z_axis(rot: Mat3) -> Vec3:
 
 def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
                      position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
-    """Gap, normal and lever arms of one block's contacts at the current pose."""
+    """Gap, normal, lever arms and materials of one block's contacts at the
+    current pose (with the combined rolling friction when the scene has it)."""
+    geom = _shape_geometry(block, bodies, world, position, rotation, n_bodies)
+    if bodies.rolling_friction is None:
+        return geom
+    roll_a = Gather(block.a, n_bodies).take(bodies.rolling_friction)
+    roll_b = (world.ground_rolling_friction if block.b[0] == STATIC
+              else Gather(block.b, n_bodies).take(bodies.rolling_friction))
+    return replace(geom, rolling_friction=pt.maximum(roll_a, roll_b))
+
+
+def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
+                    position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
     ga = Gather(block.a, n_bodies)
     gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
     xa = position.map(ga.take)

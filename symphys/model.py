@@ -52,6 +52,7 @@ class BodyArrays:
     half_length: object
     friction: object
     restitution: object
+    rolling_friction: object | None = None   # None: the scene has none
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class WorldArrays:
     ground_restitution: object
     constraint_frequency: object | None
     constraint_damping: object | None
+    ground_rolling_friction: object | None = None
 
 
 def _column(value, batched: bool):
@@ -111,7 +113,7 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
     """
     cols: dict[str, list] = {k: [] for k in (
         "inv_mass", "ix", "iy", "iz", "radius", "hx", "hy", "hz", "half_length",
-        "friction", "restitution", "px", "py", "pz", "vx", "vy", "vz",
+        "friction", "restitution", "rolling_friction", "px", "py", "pz", "vx", "vy", "vz",
         "wx", "wy", "wz", "qw", "qx", "qy", "qz")}
     zero = pt.constant(np.zeros(1))
     for b in scene.bodies:
@@ -142,6 +144,9 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
         for field in ("friction", "restitution"):
             value, vb = get(field)
             cols[field].append(_column(value, vb))
+        if scene.has_rolling_friction:
+            value, vb = get("rolling_friction")
+            cols["rolling_friction"].append(_column(value, vb))
         for field, keys in (("position", "pxyz"), ("velocity", "vxyz"),
                             ("angular_velocity", "wxyz")):
             value, vb = get(field)
@@ -150,14 +155,14 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
         quat, qb = get("quaternion")
         for i, key in enumerate(("qw", "qx", "qy", "qz")):
             cols[key].append(_column(quat[..., i], qb))
-    arr = {k: _stack_bodies(v) for k, v in cols.items()}
+    arr = {k: _stack_bodies(v) for k, v in cols.items() if v}
     inertia = Vec3(arr["ix"], arr["iy"], arr["iz"])
     bodies = BodyArrays(
         inv_mass=arr["inv_mass"], inertia=inertia,
         inv_inertia=inertia.map(lambda c: 1.0 / c),
         radius=arr["radius"], half_size=Vec3(arr["hx"], arr["hy"], arr["hz"]),
         half_length=arr["half_length"], friction=arr["friction"],
-        restitution=arr["restitution"])
+        restitution=arr["restitution"], rolling_friction=arr.get("rolling_friction"))
 
     def world(name, default=0.0):
         if name not in p:
@@ -173,7 +178,9 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
         ground_friction=world("ground.friction"),
         ground_restitution=world("ground.restitution"),
         constraint_frequency=world("solver.constraint_frequency") if freq else None,
-        constraint_damping=world("solver.constraint_damping") if freq else None)
+        constraint_damping=world("solver.constraint_damping") if freq else None,
+        ground_rolling_friction=(world("ground.rolling_friction")
+                                 if scene.has_rolling_friction else None))
 
     rotation = quat_to_mat(arr["qw"], arr["qx"], arr["qy"], arr["qz"])
     state = State(Vec3(arr["px"], arr["py"], arr["pz"]), rotation,
@@ -192,26 +199,46 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
     return bodies, worlds, state
 
 
+@dataclass(frozen=True)
+class LeafLayout:
+    """Which optional model tensors are present (fixes the leaf order)."""
+
+    frequency: bool
+    rolling: bool
+
+    @classmethod
+    def of(cls, scene: Scene) -> "LeafLayout":
+        return cls(scene.solver.constraint_frequency is not None,
+                   scene.has_rolling_friction)
+
+
 def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
-    """The tensors a step reads besides the state, in a fixed order."""
+    """The tensors a step reads besides the state, in a fixed order
+    (`LeafLayout` says which optional ones are present)."""
     leaves = [bodies.inv_mass, *bodies.inv_inertia, *bodies.inertia, bodies.radius,
               *bodies.half_size, bodies.half_length, bodies.friction, bodies.restitution,
               *world.gravity, world.ground_height, world.ground_friction,
               world.ground_restitution]
-    if world.constraint_frequency is not None:
+    layout = LeafLayout(world.constraint_frequency is not None,
+                        bodies.rolling_friction is not None)
+    if layout.frequency:
         leaves += [world.constraint_frequency, world.constraint_damping]
+    if layout.rolling:
+        leaves += [bodies.rolling_friction, world.ground_rolling_friction]
     return [pt.as_tensor_variable(x) for x in leaves]
 
 
-def model_from_leaves(leaves) -> tuple[BodyArrays, WorldArrays]:
+def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArrays]:
     """Inverse of `model_leaves`."""
     x = list(leaves)
+    optional = iter(x[20:])
+    freq = (next(optional), next(optional)) if layout.frequency else (None, None)
+    roll = (next(optional), next(optional)) if layout.rolling else (None, None)
     bodies = BodyArrays(inv_mass=x[0], inv_inertia=Vec3(*x[1:4]), inertia=Vec3(*x[4:7]),
                         radius=x[7], half_size=Vec3(*x[8:11]), half_length=x[11],
-                        friction=x[12], restitution=x[13])
-    freq = len(x) > 20
+                        friction=x[12], restitution=x[13], rolling_friction=roll[0])
     world = WorldArrays(gravity=Vec3(*x[14:17]), ground_height=x[17],
                         ground_friction=x[18], ground_restitution=x[19],
-                        constraint_frequency=x[20] if freq else None,
-                        constraint_damping=x[21] if freq else None)
+                        constraint_frequency=freq[0], constraint_damping=freq[1],
+                        ground_rolling_friction=roll[1])
     return bodies, world

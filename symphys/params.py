@@ -34,9 +34,13 @@ def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
         shapes[f"{b.name}.quaternion"] = (4,)
         shapes[f"{b.name}.friction"] = ()
         shapes[f"{b.name}.restitution"] = ()
+        if scene.has_rolling_friction:
+            shapes[f"{b.name}.rolling_friction"] = ()
     if scene.ground is not None:
         for key in ("height", "friction", "restitution"):
             shapes[f"ground.{key}"] = ()
+        if scene.has_rolling_friction:
+            shapes["ground.rolling_friction"] = ()
     shapes["world.gravity"] = (3,)
     if scene.solver.constraint_frequency is not None:
         shapes["solver.constraint_frequency"] = ()
@@ -61,10 +65,14 @@ def default_parameters(scene: Scene) -> dict[str, np.ndarray]:
         values[f"{b.name}.quaternion"] = b.quaternion
         values[f"{b.name}.friction"] = b.friction
         values[f"{b.name}.restitution"] = b.restitution
+        if scene.has_rolling_friction:
+            values[f"{b.name}.rolling_friction"] = b.rolling_friction
     if scene.ground is not None:
         values["ground.height"] = scene.ground.height
         values["ground.friction"] = scene.ground.friction
         values["ground.restitution"] = scene.ground.restitution
+        if scene.has_rolling_friction:
+            values["ground.rolling_friction"] = scene.ground.rolling_friction
     values["world.gravity"] = scene.gravity
     if scene.solver.constraint_frequency is not None:
         values["solver.constraint_frequency"] = scene.solver.constraint_frequency
@@ -77,6 +85,11 @@ def check_names(scene: Scene, names: Iterable[str], what: str) -> list[str]:
     valid = parameter_shapes(scene)
     names = list(names)
     for name in names:
+        if isinstance(name, str) and name.endswith(".rolling_friction") and name not in valid:
+            raise ParameterError(
+                f"{scene.source}: parameter {name!r} in {what}= does not exist because "
+                f"this scene has no rolling friction; give 'rolling_friction' > 0 to a "
+                f"body or the ground in the scene to enable it")
         if not isinstance(name, str) or name not in valid:
             raise ParameterError(
                 f"{scene.source}: unknown parameter {name!r} in {what}="

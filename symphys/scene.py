@@ -11,7 +11,13 @@ the full extent along body x, y, z.
 
 Material combination rule for a contact between a and b:
 friction mu = sqrt(mu_a * mu_b) (geometric mean), restitution
-e = max(e_a, e_b). Against the ground, the ground's values play b.
+e = max(e_a, e_b), rolling friction mu_roll = max(mu_roll_a, mu_roll_b).
+Against the ground, the ground's values play b.
+
+Rolling friction mu_roll (metres, as in MuJoCo) bounds the torque that
+resists rolling at a contact by mu_roll * normal force: the resistance a
+deformable ground or ball gives. It is off (0) by default; a scene with any
+nonzero value gets two rolling rows per contact.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ class Body:
     angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)
     friction: float = 1.0
     restitution: float = 0.0
+    rolling_friction: float = 0.0            # metres
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,7 @@ class Ground:
     height: float = 0.0
     friction: float = 1.0
     restitution: float = 0.0
+    rolling_friction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,14 @@ class Scene:
 
         return default_parameters(self)
 
+    @property
+    def has_rolling_friction(self) -> bool:
+        """Whether contacts carry rolling-resistance rows (any value > 0)."""
+        values = [b.rolling_friction for b in self.bodies]
+        if self.ground is not None:
+            values.append(self.ground.rolling_friction)
+        return any(v > 0 for v in values)
+
     def structure_key(self) -> str:
         """Hash of everything that shapes the graph (not parameter values)."""
         solver = {k: (v.value if isinstance(v, enum.Enum) else v)
@@ -136,6 +152,7 @@ class Scene:
             "dt": self.dt,
             "solver": solver,
             "ground": self.ground is not None,
+            "rolling": self.has_rolling_friction,
             "bodies": [(b.name, b.shape.value) for b in self.bodies],
             "contacts": [(c.a, c.b) for c in self.contacts],
         }

@@ -28,12 +28,13 @@ _TOP_FIELDS = {"format", "name", "dt", "gravity", "solver", "ground",
                "description"}
 _BODY_FIELDS = {"name", "shape", "radius", "size", "length", "mass",
                 "density", "position", "quaternion", "velocity",
-                "angular_velocity", "friction", "restitution", "color"}
+                "angular_velocity", "friction", "restitution",
+                "rolling_friction", "color"}
 _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "constraint_damping", "position_feedback",
                   "restitution_threshold", "friction_model", "gyroscopic",
                   "renormalisation_iterations"}
-_GROUND_FIELDS = {"height", "friction", "restitution"}
+_GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
 
 
 def closest(name: str, choices) -> str:
@@ -227,6 +228,7 @@ def _read_body(doc, source: str, index: int) -> Body:
         angular_velocity=r.vector("angular_velocity", 3, (0.0, 0.0, 0.0)),
         friction=r.number("friction", 1.0, nonneg=True),
         restitution=r.number("restitution", 0.0, nonneg=True),
+        rolling_friction=r.number("rolling_friction", 0.0, nonneg=True),
     )
 
 
@@ -341,7 +343,8 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
         g = _Reader(doc["ground"], source, "ground", _GROUND_FIELDS)
         ground = Ground(height=g.number("height", 0.0),
                         friction=g.number("friction", 1.0, nonneg=True),
-                        restitution=g.number("restitution", 0.0, nonneg=True))
+                        restitution=g.number("restitution", 0.0, nonneg=True),
+                        rolling_friction=g.number("rolling_friction", 0.0, nonneg=True))
     bodies_doc = doc.get("bodies")
     if not isinstance(bodies_doc, list) or not bodies_doc:
         r.fail("bodies", "expected a non-empty list of bodies")
@@ -375,9 +378,11 @@ class SceneBuilder:
                            "gravity": list(gravity), "solver": dict(solver),
                            "bodies": []}
 
-    def ground(self, height=0.0, friction=1.0, restitution=0.0) -> "SceneBuilder":
+    def ground(self, height=0.0, friction=1.0, restitution=0.0,
+               rolling_friction=0.0) -> "SceneBuilder":
         self._doc["ground"] = {"height": height, "friction": friction,
-                               "restitution": restitution}
+                               "restitution": restitution,
+                               "rolling_friction": rolling_friction}
         return self
 
     def body(self, name: str, shape: str, **fields) -> "SceneBuilder":

@@ -29,6 +29,7 @@ from symphys.scene import FrictionModel, SolverOptions
 class RowKind(enum.Enum):
     NORMAL = "normal"        # lambda >= 0
     FRICTION = "friction"    # |lambda| <= mu * lambda_normal
+    ROLLING = "rolling"      # |lambda| <= mu_roll * lambda_normal (torque impulse)
 
 
 @dataclass(frozen=True)
@@ -37,14 +38,15 @@ class Side:
 
     gather: Gather
     j_ang: Vec3       # angular Jacobian (world), (B, K)
-    dv: Vec3          # velocity change per unit impulse
+    dv: Vec3 | None   # velocity change per unit impulse (None: angular row)
     dw: Vec3          # angular velocity change per unit impulse
 
 
 @dataclass(frozen=True)
 class RowBlock:
     kind: RowKind
-    j_lin: Vec3                  # linear Jacobian of body a (b gets -j_lin)
+    j_lin: Vec3 | None           # linear Jacobian of body a (b gets -j_lin);
+                                 # None for rows on angular velocity only
     a: Side
     b: Side | None               # None: static partner
     m_eff: object                # 1 / (J M^-1 J^T)
@@ -52,23 +54,33 @@ class RowBlock:
     gamma: object                # softness (impulse units), 0 when stiff
     target: object               # desired J v after the solve
 
+    @property
+    def angular_only(self) -> bool:
+        return self.j_lin is None
+
     def velocity(self, v: Vec3, w: Vec3):
         """J v for the current velocities."""
         ga = self.a.gather
-        jv = dot(self.j_lin, v.map(ga.take)) + dot(self.a.j_ang, w.map(ga.take))
+        jv = dot(self.a.j_ang, w.map(ga.take))
+        if not self.angular_only:
+            jv = jv + dot(self.j_lin, v.map(ga.take))
         if self.b is not None:
             gb = self.b.gather
-            jv = jv - dot(self.j_lin, v.map(gb.take)) - dot(self.b.j_ang, w.map(gb.take))
+            jv = jv - dot(self.b.j_ang, w.map(gb.take))
+            if not self.angular_only:
+                jv = jv - dot(self.j_lin, v.map(gb.take))
         return jv
 
     def apply(self, v: Vec3, w: Vec3, impulse) -> tuple[Vec3, Vec3]:
         """Add the velocity change of `impulse` (B, K) to both bodies."""
         ga = self.a.gather
-        v = Vec3(*(ga.add(c, d * impulse) for c, d in zip(v, self.a.dv)))
+        if not self.angular_only:
+            v = Vec3(*(ga.add(c, d * impulse) for c, d in zip(v, self.a.dv)))
         w = Vec3(*(ga.add(c, d * impulse) for c, d in zip(w, self.a.dw)))
         if self.b is not None:
             gb = self.b.gather
-            v = Vec3(*(gb.add(c, -d * impulse) for c, d in zip(v, self.b.dv)))
+            if not self.angular_only:
+                v = Vec3(*(gb.add(c, -d * impulse) for c, d in zip(v, self.b.dv)))
             w = Vec3(*(gb.add(c, -d * impulse) for c, d in zip(w, self.b.dw)))
         return v, w
 
@@ -83,6 +95,26 @@ def _side(gather: Gather, r: Vec3, j_lin: Vec3, bodies: BodyArrays, rotation: Ma
     scaled = Vec3(local.x * inv_i.x, local.y * inv_i.y, local.z * inv_i.z)
     share = inv_m * dot(j_lin, j_lin) + dot(local, scaled)
     return Side(gather, j_ang, j_lin.scale(inv_m), matvec(rot, scaled)), share
+
+
+def _angular_side(gather: Gather, axis: Vec3, bodies: BodyArrays, rotation: Mat3):
+    """Side of a row acting on angular velocity about `axis` only."""
+    inv_i = bodies.inv_inertia.map(gather.take)
+    rot = rotation.map(gather.take)
+    local = matTvec(rot, axis)
+    scaled = Vec3(local.x * inv_i.x, local.y * inv_i.y, local.z * inv_i.z)
+    return Side(gather, axis, None, matvec(rot, scaled)), dot(local, scaled)
+
+
+def _rolling_block(axis: Vec3, ga, gb, bodies, rotation) -> RowBlock:
+    """Rolling resistance about a tangent `axis`: acts on w_a - w_b."""
+    side_a, inv_eff = _angular_side(ga, axis, bodies, rotation)
+    side_b = None
+    if gb is not None:
+        side_b, share_b = _angular_side(gb, axis, bodies, rotation)
+        inv_eff = inv_eff + share_b
+    m_eff = safe_div(1.0, inv_eff)
+    return RowBlock(RowKind.ROLLING, None, side_a, side_b, m_eff, m_eff, 0.0, 0.0)
 
 
 def _row_block(kind, j_lin, geom: ContactGeometry, ga, gb, bodies, rotation,
@@ -105,6 +137,12 @@ class ContactRows:
     tangent1: RowBlock
     tangent2: RowBlock
     friction: object            # mu, (B, K)
+    rolling: tuple[RowBlock, RowBlock] | None = None
+    rolling_friction: object = None   # mu_roll (m), (B, K)
+
+    @property
+    def n_rows(self) -> int:
+        return 3 if self.rolling is None else 5
 
 
 def softness(options: SolverOptions, frequency, damping, m_eff, dt: float):
@@ -122,24 +160,66 @@ def softness(options: SolverOptions, frequency, damping, m_eff, dt: float):
     return gamma, beta
 
 
-def contact_rows(block: ContactBlock, geom: ContactGeometry, bodies: BodyArrays,
-                 rotation: Mat3, v: Vec3, w: Vec3, options: SolverOptions,
-                 frequency, damping, dt: float, n_bodies: int) -> ContactRows:
-    """Rows of one contact block, with targets from the velocities `v`, `w`
-    before the solve (restitution) and the gap (speculative contact: an
-    approaching body may close at most the gap this step; a penetrating one
-    is pushed out by position-error feedback)."""
+@dataclass(frozen=True)
+class Approach:
+    """A block's contacts before the solve: geometry, normal velocity vn0
+    (B, K) after external forces, and impact fraction tau (B, K)."""
+
+    block: ContactBlock
+    geom: ContactGeometry
+    vn0: object
+    tau: object
+
+
+def approach(block: ContactBlock, geom: ContactGeometry, bodies: BodyArrays,
+             rotation: Mat3, v: Vec3, w: Vec3, dt: float, n_bodies: int) -> Approach:
+    ga = Gather(block.a, n_bodies)
+    gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
+    probe = _row_block(RowKind.NORMAL, geom.normal, geom, ga, gb, bodies, rotation, 0.0, 0.0)
+    vn0 = probe.velocity(v, w)
+    return Approach(block, geom, vn0, impact_fraction(geom.gap, vn0, dt))
+
+
+def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
+                 options: SolverOptions, frequency, damping, dt: float,
+                 n_bodies: int) -> ContactRows:
+    """Rows of one contact block, with targets from the approach velocity
+    (restitution) and the gap (speculative contact: a contact that closes
+    within the step stops or bounces its bodies there; a penetrating one is
+    pushed out by position-error feedback).
+
+    body_tau: (B, N) impact fraction of each body (`step` moves a body
+    freely for that share of the step, then with its solved velocity)."""
+    block, geom, vn0 = pre.block, pre.geom, pre.vn0
     ga = Gather(block.a, n_bodies)
     gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
     n = geom.normal
     probe = _row_block(RowKind.NORMAL, n, geom, ga, gb, bodies, rotation, 0.0, 0.0)
-    vn0 = probe.velocity(v, w)
     penetrating = geom.gap < 0
     gamma, beta = softness(options, frequency, damping, probe.m_eff, dt)
     gamma = pt.switch(penetrating, gamma, 0.0) if frequency is not None else 0.0
-    separation = pt.switch(penetrating, -beta * geom.gap, -geom.gap) / dt
-    hits = (geom.gap + dt * vn0 < 0) & (vn0 < -options.restitution_threshold)
-    target = pt.switch(hits, pt.maximum(-geom.restitution * vn0, separation), separation)
+    # Penetrating: position-error feedback. Closing within the step: the
+    # bodies move freely for their fraction tau_b <= tau of the step, which
+    # closes gap * tau_b / tau; the rest of the gap is closed over the
+    # remaining (1 - tau_b) dt: target vn0 (tau - tau_b) / (1 - tau_b), which
+    # is 0 for the body's first contact and -gap/dt when tau_b = 0. Not
+    # closing: the bodies may approach by at most the gap (row inactive).
+    reaches = (geom.gap > 0) & (geom.gap + dt * vn0 < 0)
+    tau_b = ga.take(body_tau)
+    if gb is not None:
+        tau_b = pt.minimum(tau_b, gb.take(body_tau))
+    rest = pt.switch(reaches, 1.0 - tau_b, 1.0)
+    closing = vn0 * (pre.tau - tau_b) / pt.switch(rest > 0, rest, 1.0)
+    separation = pt.switch(penetrating, -beta * geom.gap / dt,
+                           pt.switch(reaches, closing, -geom.gap / dt))
+    # Restitution fades in linearly between the threshold approach speed u0
+    # and 2 u0, so the bounce (and everything after it) is continuous in the
+    # approach speed rather than switching off at one speed.
+    u0 = options.restitution_threshold
+    ramp = pt.clip((-vn0 - u0) / u0, 0.0, 1.0) if u0 > 0 else (vn0 < 0)
+    hits = (geom.gap + dt * vn0 < 0) & (vn0 < -u0)
+    bounce = -geom.restitution * ramp * vn0
+    target = pt.switch(hits, pt.maximum(bounce, separation), separation)
     normal = _row_block(RowKind.NORMAL, n, geom, ga, gb, bodies, rotation, gamma, target)
     if block.b[0] == STATIC:
         # Ground contacts: the normal is the constant z axis; tangents are x, y.
@@ -150,7 +230,26 @@ def contact_rows(block: ContactBlock, geom: ContactGeometry, bodies: BodyArrays,
         t1, t2 = tangent_basis(n)
     rows = [_row_block(RowKind.FRICTION, t, geom, ga, gb, bodies, rotation, 0.0, 0.0)
             for t in (t1, t2)]
-    return ContactRows(normal, rows[0], rows[1], geom.friction)
+    rolling = None
+    if geom.rolling_friction is not None:
+        rolling = tuple(_rolling_block(t, ga, gb, bodies, rotation) for t in (t1, t2))
+    return ContactRows(normal, rows[0], rows[1], geom.friction, rolling,
+                       geom.rolling_friction)
+
+
+def impact_fraction(gap, vn0, dt: float):
+    """Fraction tau in [0, 1] of the step that passes before a contact closes.
+
+    gap > 0 closing at speed -vn0 touches after tau = gap / (-vn0 dt) of the
+    step; touching or penetrating contacts act from the start (tau = 0); a
+    contact that the step does not reach gives tau = 1. tau is continuous
+    where a contact switches on (tau -> 1), which is what makes the landing
+    time, and so the final state, depend smoothly on the initial velocity.
+    gap, vn0: (B, K)."""
+    approach = -vn0 * dt
+    reaches = (gap > 0) & (approach > gap)
+    tau = gap / pt.switch(reaches, approach, 1.0)
+    return pt.switch(reaches, tau, pt.switch(gap > 0, 1.0, 0.0))
 
 
 def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
@@ -158,7 +257,7 @@ def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
     """One Gauss-Seidel pass over every block; returns (v, w, new acc)."""
     acc = list(acc)
     for i, rows in enumerate(blocks):
-        lam_n, lam_1, lam_2 = acc[i]
+        lam_n, lam_1, lam_2, *lam_roll = acc[i]
         row = rows.normal
         jv = row.velocity(v, w)
         trial_n = lam_n + row.m_soft * (row.target - jv - row.gamma * lam_n)
@@ -188,6 +287,15 @@ def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
             v, w = rows.tangent1.apply(v, w, new_1 - lam_1)
             v, w = rows.tangent2.apply(v, w, new_2 - lam_2)
         acc[i] = (new_n, new_1, new_2)
+        if rows.rolling is not None:
+            roll_bound = rows.rolling_friction * new_n
+            new_r = []
+            for row, lam in zip(rows.rolling, lam_roll):
+                trial = lam - row.m_eff * row.velocity(v, w)
+                new = pt.switch(roll_bound > 0, pt.clip(trial, -roll_bound, roll_bound), 0.0)
+                v, w = row.apply(v, w, new - lam)
+                new_r.append(new)
+            acc[i] = acc[i] + tuple(new_r)
     return v, w, acc
 
 
@@ -201,7 +309,7 @@ def solve(blocks: list[ContactRows], v: Vec3, w: Vec3, iterations: int,
     its compile time) does not grow with the iteration count.
     """
     zero = [pt.zeros_like(rows.normal.velocity(v, w)) for rows in blocks]
-    acc = [(z, z, z) for z in zero]
+    acc = [(z,) * rows.n_rows for z, rows in zip(zero, blocks)]
     v, w, acc = _sweep(blocks, v, w, acc, friction_model)
     if iterations == 1:
         return v, w
@@ -209,11 +317,14 @@ def solve(blocks: list[ContactRows], v: Vec3, w: Vec3, iterations: int,
 
     def body(*carry):
         cv, cw = Vec3(*carry[0:3]), Vec3(*carry[3:6])
-        cacc = [tuple(carry[6 + 3 * i: 9 + 3 * i]) for i in range(n_blocks)]
+        cacc, pos = [], 6
+        for rows in blocks:
+            cacc.append(tuple(carry[pos: pos + rows.n_rows]))
+            pos += rows.n_rows
         nv, nw, nacc = _sweep(blocks, cv, cw, cacc, friction_model)
-        return [*nv, *nw] + [x for trio in nacc for x in trio]
+        return [*nv, *nw] + [x for group in nacc for x in group]
 
-    init = [*v, *w] + [x for trio in acc for x in trio]
+    init = [*v, *w] + [x for group in acc for x in group]
     out = pytensor.scan(body, outputs_info=init, n_steps=iterations - 1,
                         return_updates=False, name="symphys_pgs")
     last = [o[-1] for o in out]

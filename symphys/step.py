@@ -2,7 +2,11 @@
 
 1. external forces: v += dt g; gyroscopic torque on w (optional);
 2. contact rows at the current pose; projected Gauss-Seidel impulses;
-3. x += dt v; R <- renormalise(R + dt [w]x R).
+3. x += dt v; R <- renormalise(R + dt [w]x R), where a body whose first
+   contact of the step closes only after a fraction tau of it moves with its
+   pre-impulse velocity for that fraction (time-of-impact correction: the
+   landing time, and with it the final state, varies continuously with the
+   initial conditions instead of in whole steps).
 Every state component is (B, N).
 """
 
@@ -10,11 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytensor.tensor as pt
+
 from symphys.algebra import Vec3, add_mat, cross, matTvec, matvec, renormalise, skew_times
-from symphys.contacts import ContactBlock, contact_geometry
+from symphys.contacts import STATIC, ContactBlock, Gather, contact_geometry
 from symphys.model import BodyArrays, State, WorldArrays
 from symphys.scene import Scene
-from symphys.solver import contact_rows, solve
+from symphys.solver import approach, contact_rows, solve
 
 
 @dataclass(frozen=True)
@@ -48,23 +54,45 @@ def apply_forces(model: StepModel, state: State) -> tuple[Vec3, Vec3]:
     return v, w
 
 
+def body_impact_fraction(model: StepModel, taus, like):
+    """Per body, the fraction of the step before its first contact closes:
+    the minimum of its contacts' fractions (1 for a body touching nothing).
+    A body appears at most once per block, so scattering (1 - tau) into zeros
+    per block and taking the maximum over blocks gives 1 - min(tau).
+    like: any (B, N) tensor; returns (B, N)."""
+    late = None
+    zeros = pt.zeros_like(like)
+    for block, tau in zip(model.blocks, taus):
+        sides = [block.a] if block.b[0] == STATIC else [block.a, block.b]
+        for index in sides:
+            part = Gather(index, model.n_bodies).add(zeros, 1.0 - tau)
+            late = part if late is None else pt.maximum(late, part)
+    return 1.0 - late
+
+
 def step(model: StepModel, state: State) -> State:
     """Advance every world by one time step dt."""
     scene = model.scene
     options = scene.solver
     v, w = apply_forces(model, state)
-    rows = []
-    for block in model.blocks:
-        geom = contact_geometry(block, model.bodies, model.world, state.position,
-                                state.rotation, model.n_bodies)
-        rows.append(contact_rows(block, geom, model.bodies, state.rotation, v, w,
-                                 options, model.world.constraint_frequency,
-                                 model.world.constraint_damping, scene.dt,
-                                 model.n_bodies))
-    if rows:
+    v_move, w_move = v, w
+    if model.blocks:
+        pre = [approach(block, contact_geometry(block, model.bodies, model.world,
+                                                state.position, state.rotation,
+                                                model.n_bodies),
+                        model.bodies, state.rotation, v, w, scene.dt, model.n_bodies)
+               for block in model.blocks]
+        tau = body_impact_fraction(model, [p.tau for p in pre], v.x)
+        rows = [contact_rows(p, tau, model.bodies, state.rotation, options,
+                             model.world.constraint_frequency,
+                             model.world.constraint_damping, scene.dt, model.n_bodies)
+                for p in pre]
+        v_free, w_free = v, w
         v, w = solve(rows, v, w, options.iterations, options.friction_model)
+        v_move = Vec3(*(a + tau * (b - a) for a, b in zip(v, v_free)))
+        w_move = Vec3(*(a + tau * (b - a) for a, b in zip(w, w_free)))
     dt = scene.dt
-    position = state.position + v.scale(dt)
-    rotation = add_mat(state.rotation, skew_times(w.scale(dt), state.rotation))
+    position = state.position + v_move.scale(dt)
+    rotation = add_mat(state.rotation, skew_times(w_move.scale(dt), state.rotation))
     rotation = renormalise(rotation, options.renormalisation_iterations)
     return State(position, rotation, v, w)

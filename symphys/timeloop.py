@@ -22,7 +22,7 @@ from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.op import io_connection_pattern
 
 from symphys.contacts import contact_blocks
-from symphys.model import STATE_SIZE, State, model_from_leaves
+from symphys.model import STATE_SIZE, LeafLayout, State, model_from_leaves
 from symphys.scene import Scene
 from symphys.step import StepModel, step
 
@@ -31,7 +31,7 @@ def _step_fn(scene: Scene):
     blocks = tuple(contact_blocks(scene))
 
     def run(state_flat, leaves):
-        bodies, world = model_from_leaves(leaves)
+        bodies, world = model_from_leaves(leaves, LeafLayout.of(scene))
         model = StepModel(scene, bodies, world, blocks)
         return step(model, State.from_flat(state_flat)).flat()
 
