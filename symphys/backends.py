@@ -14,6 +14,7 @@ import numpy as np
 import pytensor
 from pytensor.compile.mode import Mode, get_mode
 
+from symphys import compile_cache
 from symphys.errors import BackendError
 from symphys.scene_io import closest
 
@@ -54,21 +55,41 @@ def mode_for(backend: "str | Backend") -> Mode:
 class Compiled:
     """A compiled PyTensor function whose outputs are always NumPy arrays."""
 
-    def __init__(self, fn, backend: Backend, input_names):
+    def __init__(self, fn, backend: Backend, input_names, single: bool = False):
         self.fn = fn
         self.backend = backend
         self.input_names = list(input_names)
+        self.single = single    # fn returns a one-element list for one output
 
     def __call__(self, *args):
         out = self.fn(*args)
+        if self.single:
+            out = out[0]
         if isinstance(out, (list, tuple)):
             return [np.asarray(o) for o in out]
         return np.asarray(out)
 
 
-def compile(inputs, outputs, backend: "str | Backend" = "numba", **kwargs) -> Compiled:
-    """Compile `outputs` as a function of `inputs` on `backend`."""
+def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
+            disk_cache: bool = True, **kwargs) -> Compiled:
+    """Compile `outputs` as a function of `inputs` on `backend`.
+
+    With `disk_cache` (and no extra `pytensor.function` keywords) the
+    rewritten graph is kept on disk (`symphys.compile_cache`), so compiling
+    the same graph in another process skips PyTensor's rewrites."""
     backend = as_backend(backend)
-    fn = pytensor.function(list(inputs), outputs, mode=mode_for(backend),
-                           on_unused_input="ignore", **kwargs)
-    return Compiled(fn, backend, [getattr(i, "name", None) for i in inputs])
+    inputs = list(inputs)
+    names = [getattr(i, "name", None) for i in inputs]
+    mode = mode_for(backend)
+    single = not isinstance(outputs, (list, tuple))
+    use_cache = disk_cache and not kwargs and compile_cache.cache_dir() is not None
+    if use_cache:
+        outs = [outputs] if single else list(outputs)
+        key = compile_cache.graph_key(inputs, outs, backend.value)
+        fn = compile_cache.load(key, mode)
+        if fn is not None:
+            return Compiled(fn, backend, names, single=single)
+    fn = pytensor.function(inputs, outputs, mode=mode, on_unused_input="ignore", **kwargs)
+    if use_cache:
+        compile_cache.store(key, fn)
+    return Compiled(fn, backend, names)

@@ -1,8 +1,9 @@
 """`symphys bench`: speed of forward and gradient rollouts, measured side by side.
 
 Each case (scene, batch, backend) runs in a child process twice: first
-with an empty PyTensor/Numba cache directory (cold compile), then with the
-same directory again (warm compile, from the on-disk cache). Run times are
+with empty PyTensor/Numba and symphys graph caches (cold compile), then
+with the same caches again (warm compile: rewritten graphs and Numba code
+come from disk). Run times are
 the median of several calls after the first. Results are printed as a
 table with the ratios that matter and written as JSON.
 """
@@ -93,6 +94,7 @@ def measure(scene_name: str, batch: int, backend: str, repeats: int = 5) -> dict
 def _child(scene: str, batch: int, backend: str, cache_dir: str) -> dict:
     env = dict(os.environ)
     env["PYTENSOR_FLAGS"] = f"base_compiledir={cache_dir}"
+    env["SYMPHYS_CACHE_DIR"] = os.path.join(cache_dir, "symphys-graphs")
     code = ("import json,sys; from symphys.bench import measure; "
             f"print('RESULT'+json.dumps(measure({scene!r}, {batch}, {backend!r})))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -140,3 +140,20 @@ def test_no_nan_gradient_at_rest():
     _, *grads = fn(*args)
     for name, g in zip(wrt, grads):
         assert np.all(np.isfinite(g)), name
+
+
+def test_landing_time_moves_the_final_position_continuously():
+    """Time-of-impact correction. A ball dropped from height h with forward
+    speed vx slides on landing and rolls on at 5/7 vx, so its final x grows
+    with the fall time t: dx/dh = (2/7) vx dt/dh. The semi-implicit fall
+    h - r = g t (t + dt) / 2 gives dt/dh = 1 / (g (t + dt/2)). Were landings
+    rounded to whole steps, this derivative would be 0."""
+    scene = drop()
+    h, vx, r, dt = 0.6, 1.0, 0.1, scene.dt
+    params = {"ball.position": [0.0, 0.0, h], "ball.velocity": [vx, 0.0, 0.0],
+              "ground.restitution": 0.0}
+    grads = check_gradient(scene, 400, ["ball.position"], params)
+    t = (-dt + np.sqrt(dt * dt + 8 * (h - r) / 9.81)) / 2
+    x_weight = _weights(3)[0]          # the shared loss weighs final x by 0.3
+    expect = x_weight * 2.0 / 7.0 * vx / (9.81 * (t + dt / 2))
+    assert grads["ball.position"][2] == pytest.approx(expect, rel=0.02)

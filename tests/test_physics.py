@@ -111,3 +111,24 @@ def test_head_on_collision_conserves_momentum_and_loses_energy_per_e(e):
     energy = lambda i: 0.5 * ma * va[i, 0] ** 2 + 0.5 * mb * vb[i, 0] ** 2
     assert energy(0) - energy(-1) == pytest.approx(0.5 * mu * before ** 2 * (1 - e ** 2),
                                                    abs=1e-9)
+
+
+@pytest.mark.parametrize("mu_roll", [0.0, 0.1])
+def test_rolling_friction_stops_a_rolling_ball(mu_roll):
+    """A sphere rolling without slipping under a resisting torque mu_roll*N
+    decelerates at a = (5/7) mu_roll g / r and stops after v0^2 / (2 a);
+    with mu_roll = 0 it rolls on at v0. (The ball scene: r = 0.5 m.)"""
+    scene = sp.load_scene("ball")
+    v0, r = 2.0, 0.5
+    tr = sp.simulate(scene, 300, params={
+        "ball.position": [0, 0, r], "ball.velocity": [v0, 0, 0],
+        "ball.angular_velocity": [0, v0 / r, 0],
+        "ground.rolling_friction": mu_roll, "ball.rolling_friction": 0.0}, backend=BACKEND)
+    x, v = tr.position["ball"], tr.velocity["ball"]
+    if mu_roll == 0.0:
+        np.testing.assert_allclose(v[:, 0], v0, rtol=1e-9)
+        return
+    a = 5.0 / 7.0 * mu_roll * G / r
+    assert x[-1, 0] == pytest.approx(v0 ** 2 / (2 * a), rel=0.01)
+    assert np.abs(v[-1]).max() < 1e-9
+    assert np.abs(x[:, 2] - r).max() < 1e-9

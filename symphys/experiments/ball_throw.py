@@ -4,7 +4,8 @@ Six parameters (initial linear and angular velocity), 500 steps of 0.01 s.
 Loss = |final position - (10, 0, 0.5)| + |final 6-D velocity|. Gradient
 descent (Adam, beta1 = beta2 = 0.5, the paper's learning-rate schedule)
 against CMA-ES (sigma0 = 1, target 0.02) in the same run; CMA-ES evaluates
-each population as one batched simulation.
+each population as one batched simulation and runs from several seeds (the
+median run is reported).
 
 The paper's ground is soft (1 Hz): a ball sinks into it and stops rolling.
 symphys' contacts are rigid, so the scene models that rolling resistance
@@ -32,6 +33,7 @@ TARGET = np.array([10.0, 0.0, 0.5])
 WRT = ["ball.velocity", "ball.angular_velocity"]
 SCHEDULE = PiecewiseSchedule({1: 2.0, 5: 1.0, 50: 0.1, 75: 0.05, 100: 0.01})
 GOAL = 0.02
+CMAES_SEEDS, CMAES_SEEDS_QUICK = 11, 3
 NO_ROLLING = {"ground.rolling_friction": 0.0, "ball.rolling_friction": 0.0}
 PAPER = {"gradient": {"iterations": 88, "seconds": 16.3},
          "cmaes": {"iterations": 2422, "seconds": 59.9}}
@@ -120,8 +122,13 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
     n_params, n_history, n_seconds, _ = _gradient_descent(
         scene, backend, max_iter, show_progress, NO_ROLLING, "gradient, no rolling friction")
     n_traj = simulate(scene, STEPS, params={**n_params, **NO_ROLLING}, backend=backend)
-    x, c_curve, c_evals, c_seconds, c_compile, c_iters, c_count = _cmaes(
-        scene, backend, max_evals, seed, show_progress)
+    # CMA-ES is stochastic: run it from several seeds and report the run
+    # with the median number of simulations (all counts go in the JSON).
+    runs = [_cmaes(scene, backend, max_evals, seed + k, show_progress)
+            for k in range(CMAES_SEEDS_QUICK if quick else CMAES_SEEDS)]
+    order = sorted(range(len(runs)), key=lambda k: runs[k][6])
+    x, c_curve, c_evals, c_seconds, c_compile, c_iters, c_count = runs[order[len(runs) // 2]]
+    c_compile = runs[0][4]
     c_traj = simulate(scene, STEPS, params={"ball.velocity": x[:3],
                                             "ball.angular_velocity": x[3:]},
                       backend=backend)
@@ -138,10 +145,14 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
     cmaes = {"iterations": int(c_iters), "evaluations": int(c_count),
              "seconds": c_seconds, "compile_seconds": c_compile,
              "final_loss": float(c_curve[-1]),
-             "final_position": c_traj.position["ball"][-1].tolist()}
+             "final_position": c_traj.position["ball"][-1].tolist(),
+             "seeds": [seed + k for k in range(len(runs))],
+             "evaluations_per_seed": [int(r[6]) for r in runs],
+             "final_loss_per_seed": [float(r[1][-1]) for r in runs]}
     metrics = {
         "gradient_reached_goal": history[-1] < GOAL,
         "cmaes_reached_goal": c_curve[-1] < GOAL,
+        "cmaes_all_seeds_reached_goal": all(r[1][-1] < GOAL for r in runs),
         "evaluation_ratio": cmaes["evaluations"] / max(gradient["evaluations"], 1),
         "wall_time_ratio": c_seconds / max(g_seconds, 1e-9),
     }
@@ -191,7 +202,10 @@ def report(result: ExperimentResult) -> str:
         f"{label}: {'reached' if m[key] else 'did NOT reach'} the target loss {GOAL}"
         for label, key in (("gradient descent", "gradient_reached_goal"),
                            ("CMA-ES", "cmaes_reached_goal")))
+    runs = ", ".join(str(e) for e in c["evaluations_per_seed"])
     return (table(head, rows) + "\n" + verdict
+            + f"\nCMA-ES simulations over seeds {c['seeds'][0]}..{c['seeds'][-1]}: {runs} "
+            f"(the table shows the median run)."
             + f"\nCMA-ES used {m['evaluation_ratio']:.1f}x the simulations "
             f"and {m['wall_time_ratio']:.1f}x the wall time of gradient descent."
             + f"\ntargets (< {GOAL} within {p['gradient']['iterations']} iterations, "

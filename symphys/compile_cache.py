@@ -1,0 +1,120 @@
+"""On-disk cache of rewritten graphs: a second process skips PyTensor's rewrites.
+
+Compiling a simulation graph has three costs: building the symbolic graph
+(about a second), PyTensor's rewrites (tens of seconds for a gradient
+through a rollout) and linking (Numba code generation; Numba's own cache,
+kept by PyTensor, makes it fast when warm). This module removes the middle
+one for graphs seen before: after a compile it pickles the rewritten
+`FunctionGraph`; a later compile of the same graph links that directly.
+
+The key is a SHA-256 of the backend, the versions of symphys, PyTensor and
+NumPy, the input types, a print of the graph before rewriting (inner graphs
+included) and the bytes of every constant in it, so a different loss,
+scene structure or step count gets a different entry.
+
+Location: the `SYMPHYS_CACHE_DIR` environment variable, else
+`~/.cache/symphys/graphs`; set `SYMPHYS_CACHE_DIR` to an empty string to
+switch the cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytensor
+from pytensor.compile.io import In, SymbolicOutput
+from pytensor.graph.basic import Constant
+from pytensor.graph.fg import FunctionGraph
+
+_log = logging.getLogger(__name__)
+FORMAT = 1     # bump when what is stored changes
+
+
+def cache_dir() -> Path | None:
+    """The cache folder, or None when switched off."""
+    env = os.environ.get("SYMPHYS_CACHE_DIR")
+    if env is not None:
+        return Path(env) if env else None
+    return Path.home() / ".cache" / "symphys" / "graphs"
+
+
+def _constants(outputs) -> list:
+    """Every constant in the graph of `outputs`, inner graphs included."""
+    seen_vars, seen_nodes, found, stack = set(), set(), [], list(outputs)
+    while stack:
+        var = stack.pop()
+        if id(var) in seen_vars:
+            continue
+        seen_vars.add(id(var))
+        if isinstance(var, Constant):
+            found.append(var)
+        node = var.owner
+        if node is None or id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        stack.extend(node.inputs)
+        stack.extend(getattr(node.op, "inner_outputs", ()))
+    return found
+
+
+def graph_key(inputs, outputs, backend_name: str) -> str:
+    """A hex digest identifying the function `inputs -> outputs` on a backend."""
+    import symphys
+
+    h = hashlib.sha256()
+    for part in (f"format={FORMAT}", backend_name, symphys.__version__,
+                 pytensor.__version__, np.__version__, sys.version):
+        h.update(part.encode())
+    for var in inputs:
+        h.update(f"{var.name}:{var.type}".encode())
+    h.update(pytensor.printing.debugprint(list(outputs), file="str").encode())
+    for const in _constants(outputs):
+        data = np.asarray(const.data)
+        h.update(f"{data.dtype}{data.shape}".encode())
+        h.update(np.ascontiguousarray(data).tobytes())
+    return h.hexdigest()
+
+
+def load(key: str, mode):
+    """The cached function for `key` linked under `mode`, or None."""
+    folder = cache_dir()
+    path = None if folder is None else folder / f"{key}.pkl"
+    if path is None or not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            in_vars, out_vars = pickle.load(f)
+        fgraph = FunctionGraph(in_vars, out_vars, clone=False)
+        maker = pytensor.compile.maker.FunctionMaker(
+            [In(v) for v in in_vars], [SymbolicOutput(v) for v in out_vars],
+            mode=mode, fgraph=fgraph, accept_inplace=True, no_fgraph_prep=True,
+            on_unused_input="ignore")
+        return maker.create([None] * len(in_vars))
+    except Exception as err:  # a stale or foreign file: compile afresh
+        _log.warning("symphys: ignoring unreadable graph cache %s (%s)", path, err)
+        return None
+
+
+def store(key: str, fn) -> None:
+    """Pickle the rewritten graph of compiled function `fn` under `key`."""
+    folder = cache_dir()
+    if folder is None:
+        return
+    fgraph = fn.maker.fgraph
+    try:
+        blob = pickle.dumps((list(fgraph.inputs), list(fgraph.outputs)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as err:
+        _log.info("symphys: graph not cached, it does not pickle (%s)", err)
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".tmp") as f:
+        f.write(blob)
+    os.replace(f.name, folder / f"{key}.pkl")
