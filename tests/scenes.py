@@ -54,3 +54,15 @@ def rod():
             .capsule("rod", radius=0.05, length=0.4, mass=1.0, position=[0, 0, 0.05],
                      quaternion=[0.7071067811865476, 0, 0.7071067811865476, 0])
             .build())
+
+
+def knock():
+    """A sphere strikes a free box off-centre (no gravity, no ground): the
+    sphere-box contact alone."""
+    return (sp.SceneBuilder("knock", dt=0.005, iterations=1, gravity=(0, 0, 0))
+            .box("crate", size=[0.4, 0.3, 0.2], mass=2.0, position=[0, 0, 0],
+                 friction=0.5, restitution=0.4)
+            .sphere("ball", radius=0.1, mass=0.5, position=[-0.6, 0.07, 0.03],
+                    velocity=[2.0, 0.0, 0.0], friction=0.5, restitution=0.4)
+            .contacts([("ball", "crate")])
+            .build())

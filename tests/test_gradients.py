@@ -11,7 +11,7 @@ import pytest
 
 import symphys as sp
 from symphys.api import parameter_values, value_and_grad_function
-from scenes import drop, mixed, pair, rod
+from scenes import drop, knock, mixed, pair, rod
 
 BACKEND = "jax"
 
@@ -157,3 +157,14 @@ def test_landing_time_moves_the_final_position_continuously():
     x_weight = _weights(3)[0]          # the shared loss weighs final x by 0.3
     expect = x_weight * 2.0 / 7.0 * vx / (9.81 * (t + dt / 2))
     assert grads["ball.position"][2] == pytest.approx(expect, rel=0.02)
+
+
+def test_sphere_strikes_box():
+    """Box size, masses and friction through the sphere-box contact."""
+    scene = knock()
+    params = {"ball.velocity": [2.0, 0.3, -0.1], "ball.angular_velocity": [0.0, 0.0, 4.0]}
+    grads = check_gradient(scene, 150, ["ball.velocity", "crate.size", "crate.mass",
+                                        "ball.radius", "crate.friction",
+                                        "crate.restitution"], params)
+    assert np.abs(grads["crate.size"]).max() > 1e-3
+    assert abs(grads["crate.friction"]) > 1e-4 and abs(grads["crate.restitution"]) > 1e-3
