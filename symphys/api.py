@@ -25,11 +25,25 @@ _CACHE: dict = {}
 COMPILE_SECONDS: dict = {}   # cache key -> seconds spent compiling it
 
 
-def _inputs(scene: Scene, batched: set[str]) -> dict:
+def _inputs(scene: Scene, batched: set[str], batch: int | None = None) -> dict:
+    """Symbolic parameters; batched ones get a leading axis of length
+    `batch` (None: any length)."""
     shapes = parameter_shapes(scene)
     return {name: pt.tensor(name=name, dtype="float64",
-                            shape=((None,) if name in batched else ()) + shape)
+                            shape=((batch,) if name in batched else ()) + shape)
             for name, shape in shapes.items()}
+
+
+def _static_batch(backend: Backend, batched, batch: int | None) -> int | None:
+    """JAX traces shapes, so its batched functions are specialised to one
+    batch size; Numba and CVM functions serve any batch size."""
+    if backend is not Backend.JAX or not batched:
+        return None
+    if batch is None:
+        from symphys.errors import BackendError
+        raise BackendError("the jax backend compiles batched functions for one batch "
+                           "size: pass batch=B")
+    return int(batch)
 
 
 def _cached(key, build: Callable[[], Compiled]) -> Compiled:
@@ -53,7 +67,8 @@ def _batched_names(scene: Scene, values: dict) -> set[str]:
 
 
 def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
-                      backend="numba") -> Compiled:
+                      backend="numba",
+                      batch: int | None = None) -> Compiled:
     """Compiled f(n_steps, *parameters) -> 18 state-component sequences.
 
     On numba and cvm the step count is an input, so one compiled function
@@ -61,10 +76,11 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
     backend = as_backend(backend)
     batched = frozenset(batched)
     fixed = steps if backend is Backend.JAX else None
-    key = ("simulate", scene.structure_key(), batched, backend, fixed)
+    size = _static_batch(backend, batched, batch)
+    key = ("simulate", scene.structure_key(), batched, backend, fixed, size)
 
     def build():
-        sym = _inputs(scene, set(batched))
+        sym = _inputs(scene, set(batched), size)
         n_steps = pt.scalar("n_steps", dtype="int64")
         comps, _ = rollout_states(scene, n_steps if fixed is None else fixed, sym)
         return compile([n_steps, *sym.values()], comps, backend)
@@ -79,7 +95,7 @@ def simulate(scene: Scene, steps: int, params: dict | None = None,
     steps = _check_steps(steps)
     values, batch = resolve_values(scene, params)
     batched = _batched_names(scene, values)
-    fn = simulate_function(scene, steps, batched, backend)
+    fn = simulate_function(scene, steps, batched, backend, batch=batch)
     comps = fn(np.int64(steps), *values.values())
     return trajectory_from_components(scene, comps, steps, batch is not None, lib=np)
 
@@ -109,14 +125,17 @@ class _LossKey:
 
 
 def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[str],
-                            batched: Iterable[str] = (), backend="numba") -> Compiled:
+                            batched: Iterable[str] = (), backend="numba",
+                      batch: int | None = None) -> Compiled:
     """Compiled f(*parameters) -> [loss, *gradients in `wrt` order]."""
     backend = as_backend(backend)
     batched = frozenset(batched)
-    key = ("grad", scene.structure_key(), steps, _LossKey(loss), tuple(wrt), batched, backend)
+    size = _static_batch(backend, batched, batch)
+    key = ("grad", scene.structure_key(), steps, _LossKey(loss), tuple(wrt), batched,
+           backend, size)
 
     def build():
-        sym = _inputs(scene, set(batched))
+        sym = _inputs(scene, set(batched), size)
         comps, _ = rollout_states(scene, steps, sym)
         traj = trajectory_from_components(scene, comps, steps, bool(batched))
         value = pt.as_tensor_variable(loss(traj))
@@ -130,17 +149,19 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
 
 
 def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[str] = (),
-                   backend="numba") -> Compiled:
+                   backend="numba",
+                      batch: int | None = None) -> Compiled:
     """Compiled f(*parameters) -> loss(trajectory), no gradient.
 
     With batched parameters the loss sees a batched trajectory and may
     return one value per world."""
     backend = as_backend(backend)
     batched = frozenset(batched)
-    key = ("value", scene.structure_key(), steps, _LossKey(loss), batched, backend)
+    size = _static_batch(backend, batched, batch)
+    key = ("value", scene.structure_key(), steps, _LossKey(loss), batched, backend, size)
 
     def build():
-        sym = _inputs(scene, set(batched))
+        sym = _inputs(scene, set(batched), size)
         comps, _ = rollout_states(scene, steps, sym)
         traj = trajectory_from_components(scene, comps, steps, bool(batched))
         return compile(list(sym.values()), pt.as_tensor_variable(loss(traj)), backend)
@@ -164,8 +185,8 @@ def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
     """
     steps = _check_steps(steps)
     wrt = check_names(scene, wrt, "wrt")
-    values, _ = resolve_values(scene, params)
+    values, batch = resolve_values(scene, params)
     batched = _batched_names(scene, values)
-    fn = value_and_grad_function(scene, steps, loss, wrt, batched, backend)
+    fn = value_and_grad_function(scene, steps, loss, wrt, batched, backend, batch=batch)
     out = fn(*values.values())
     return float(out[0]), {name: g for name, g in zip(wrt, out[1:])}

@@ -59,11 +59,12 @@ def measure(scene_name: str, batch: int, backend: str, repeats: int = 5) -> dict
     loss = bench_loss(scene.body_names)
     wrt = [f"{scene.bodies[0].name}.velocity"]
     start = time.perf_counter()
-    fwd = value_function(scene, STEPS, loss, batched, backend)
+    size = batch if batched else None
+    fwd = value_function(scene, STEPS, loss, batched, backend, batch=size)
     fwd(*args)
     compile_fwd = time.perf_counter() - start
     start = time.perf_counter()
-    grad = value_and_grad_function(scene, STEPS, loss, wrt, batched, backend)
+    grad = value_and_grad_function(scene, STEPS, loss, wrt, batched, backend, batch=size)
     grad(*args)
     compile_grad = time.perf_counter() - start
 

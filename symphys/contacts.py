@@ -209,8 +209,10 @@ def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
         """Two rounded shapes: a's closest core point to b's centre, radii."""
         n, dist = normalize(nearest_a - xb, fallback=up)
         gap = dist - r_a - r_b
-        point = xb + n.scale(r_b + 0.5 * gap)
-        return ContactGeometry(gap, n, point - xa, point - xb, mu, e)
+        # Each body's lever arm reaches its own surface point: the two meet
+        # when the gap closes, so the friction torque does not jump when a
+        # speculative contact (gap > 0) switches on.
+        return ContactGeometry(gap, n, nearest_a - n.scale(r_a) - xa, n.scale(r_b), mu, e)
 
     if kind is ContactKind.SPHERE_SPHERE:
         return round_pair(xa, ga.take(bodies.radius), gb.take(bodies.radius))
@@ -248,8 +250,8 @@ def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
         n_local = Vec3(*(pt.switch(outside, o, i) for o, i in zip(n_out, n_in)))
         gap = pt.switch(outside, dist, -depth_in) - r
         n = matvec(rot, n_local)
-        point = xa - n.scale(r + 0.5 * gap)
-        return ContactGeometry(gap, n, point - xa, point - xb, mu, e)
+        # Lever arms to the sphere's surface point and the box's (see round_pair).
+        return ContactGeometry(gap, n, n.scale(-r), xa - n.scale(r + gap) - xb, mu, e)
 
     raise AssertionError(kind)
 

@@ -63,6 +63,6 @@ def knock():
             .box("crate", size=[0.4, 0.3, 0.2], mass=2.0, position=[0, 0, 0],
                  friction=0.5, restitution=0.4)
             .sphere("ball", radius=0.1, mass=0.5, position=[-0.6, 0.07, 0.03],
-                    velocity=[2.0, 0.0, 0.0], friction=0.5, restitution=0.4)
+                    velocity=[2.0, 0.0, 0.0], friction=0.5, restitution=0.3)
             .contacts([("ball", "crate")])
             .build())

@@ -86,7 +86,7 @@ def _cmaes(scene, backend, max_evaluations, seed, show):
              "ball.angular_velocity": np.zeros((popsize, 3))}
     start = time.perf_counter()
     args, batched = parameter_values(scene, batch)
-    fn = value_function(scene, STEPS, loss, batched, backend)
+    fn = value_function(scene, STEPS, loss, batched, backend, batch=popsize)
     fn(*args)
     compile_s = time.perf_counter() - start
     best_curve, evals = [], []
