@@ -67,8 +67,7 @@ def _batched_names(scene: Scene, values: dict) -> set[str]:
 
 
 def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
-                      backend="numba",
-                      batch: int | None = None) -> Compiled:
+                      backend="numba", batch: int | None = None) -> Compiled:
     """Compiled f(n_steps, *parameters) -> 18 state-component sequences.
 
     On numba and cvm the step count is an input, so one compiled function
@@ -126,7 +125,7 @@ class _LossKey:
 
 def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[str],
                             batched: Iterable[str] = (), backend="numba",
-                      batch: int | None = None) -> Compiled:
+                            batch: int | None = None) -> Compiled:
     """Compiled f(*parameters) -> [loss, *gradients in `wrt` order]."""
     backend = as_backend(backend)
     batched = frozenset(batched)
@@ -149,8 +148,7 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
 
 
 def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[str] = (),
-                   backend="numba",
-                      batch: int | None = None) -> Compiled:
+                   backend="numba", batch: int | None = None) -> Compiled:
     """Compiled f(*parameters) -> loss(trajectory), no gradient.
 
     With batched parameters the loss sees a batched trajectory and may

@@ -162,12 +162,17 @@ def softness(options: SolverOptions, frequency, damping, m_eff, dt: float):
 
 @dataclass(frozen=True)
 class Approach:
-    """A block's contacts before the solve: geometry, normal velocity vn0
-    (B, K) after external forces, and impact fraction tau (B, K)."""
+    """A block's contacts before the solve, each field (B, K): geometry, the
+    normal row's effective mass, normal velocity vn0 after external forces,
+    whether the contact closes within the step, and its impact fraction tau."""
 
     block: ContactBlock
+    ga: Gather
+    gb: Gather | None            # None: static partner
     geom: ContactGeometry
+    m_eff: object
     vn0: object
+    reaches: object
     tau: object
 
 
@@ -177,12 +182,12 @@ def approach(block: ContactBlock, geom: ContactGeometry, bodies: BodyArrays,
     gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
     probe = _row_block(RowKind.NORMAL, geom.normal, geom, ga, gb, bodies, rotation, 0.0, 0.0)
     vn0 = probe.velocity(v, w)
-    return Approach(block, geom, vn0, impact_fraction(geom.gap, vn0, dt))
+    reaches, tau = impact_fraction(geom.gap, vn0, dt)
+    return Approach(block, ga, gb, geom, probe.m_eff, vn0, reaches, tau)
 
 
 def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
-                 options: SolverOptions, frequency, damping, dt: float,
-                 n_bodies: int) -> ContactRows:
+                 options: SolverOptions, frequency, damping, dt: float) -> ContactRows:
     """Rows of one contact block, with targets from the approach velocity
     (restitution) and the gap (speculative contact: a contact that closes
     within the step stops or bounces its bodies there; a penetrating one is
@@ -190,13 +195,11 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
 
     body_tau: (B, N) impact fraction of each body (`step` moves a body
     freely for that share of the step, then with its solved velocity)."""
-    block, geom, vn0 = pre.block, pre.geom, pre.vn0
-    ga = Gather(block.a, n_bodies)
-    gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
+    block, geom, vn0, reaches = pre.block, pre.geom, pre.vn0, pre.reaches
+    ga, gb = pre.ga, pre.gb
     n = geom.normal
-    probe = _row_block(RowKind.NORMAL, n, geom, ga, gb, bodies, rotation, 0.0, 0.0)
     penetrating = geom.gap < 0
-    gamma, beta = softness(options, frequency, damping, probe.m_eff, dt)
+    gamma, beta = softness(options, frequency, damping, pre.m_eff, dt)
     gamma = pt.switch(penetrating, gamma, 0.0) if frequency is not None else 0.0
     # Penetrating: position-error feedback. Closing within the step: the
     # bodies move freely for their fraction tau_b <= tau of the step, which
@@ -204,7 +207,6 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
     # remaining (1 - tau_b) dt: target vn0 (tau - tau_b) / (1 - tau_b), which
     # is 0 for the body's first contact and -gap/dt when tau_b = 0. Not
     # closing: the bodies may approach by at most the gap (row inactive).
-    reaches = (geom.gap > 0) & (geom.gap + dt * vn0 < 0)
     tau_b = ga.take(body_tau)
     if gb is not None:
         tau_b = pt.minimum(tau_b, gb.take(body_tau))
@@ -217,7 +219,7 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
     # approach speed rather than switching off at one speed.
     u0 = options.restitution_threshold
     ramp = pt.clip((-vn0 - u0) / u0, 0.0, 1.0) if u0 > 0 else (vn0 < 0)
-    hits = (geom.gap + dt * vn0 < 0) & (vn0 < -u0)
+    hits = (geom.gap + dt * vn0 < 0) & (vn0 < -u0)   # reaching or touching
     bounce = -geom.restitution * ramp * vn0
     target = pt.switch(hits, pt.maximum(bounce, separation), separation)
     normal = _row_block(RowKind.NORMAL, n, geom, ga, gb, bodies, rotation, gamma, target)
@@ -238,7 +240,8 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
 
 
 def impact_fraction(gap, vn0, dt: float):
-    """Fraction tau in [0, 1] of the step that passes before a contact closes.
+    """(reaches, tau): whether a contact with gap > 0 closes within the step,
+    and the fraction tau in [0, 1] of the step that passes before it does.
 
     gap > 0 closing at speed -vn0 touches after tau = gap / (-vn0 dt) of the
     step; touching or penetrating contacts act from the start (tau = 0); a
@@ -249,7 +252,7 @@ def impact_fraction(gap, vn0, dt: float):
     approach = -vn0 * dt
     reaches = (gap > 0) & (approach > gap)
     tau = gap / pt.switch(reaches, approach, 1.0)
-    return pt.switch(reaches, tau, pt.switch(gap > 0, 1.0, 0.0))
+    return reaches, pt.switch(reaches, tau, pt.switch(gap > 0, 1.0, 0.0))
 
 
 def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,

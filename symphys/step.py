@@ -85,7 +85,7 @@ def step(model: StepModel, state: State) -> State:
         tau = body_impact_fraction(model, [p.tau for p in pre], v.x)
         rows = [contact_rows(p, tau, model.bodies, state.rotation, options,
                              model.world.constraint_frequency,
-                             model.world.constraint_damping, scene.dt, model.n_bodies)
+                             model.world.constraint_damping, scene.dt)
                 for p in pre]
         v_free, w_free = v, w
         v, w = solve(rows, v, w, options.iterations, options.friction_model)

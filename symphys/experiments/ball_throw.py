@@ -18,6 +18,7 @@ another parameter value) to show what that does.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -75,7 +76,20 @@ def _gradient_descent(scene, backend, max_iterations, show, fixed=None, label="g
     return params, history, seconds, compile_s
 
 
-def _cmaes(scene, backend, max_evaluations, seed, show):
+class CmaRun(NamedTuple):
+    """One CMA-ES run: best point, best-so-far loss per iteration, evaluations
+    at each iteration, wall and compile seconds, iterations, evaluations."""
+
+    x: np.ndarray
+    best_curve: list
+    evals: list
+    seconds: float
+    compile_seconds: float
+    iterations: int
+    evaluations: int
+
+
+def _cmaes(scene, backend, max_evaluations, seed, show) -> CmaRun:
     import cma
 
     es = cma.CMAEvolutionStrategy(np.zeros(6), 1.0, {
@@ -107,7 +121,7 @@ def _cmaes(scene, backend, max_evaluations, seed, show):
     seconds = time.perf_counter() - start
     bar.close()
     x = np.asarray(es.result.xbest)
-    return x, best_curve, evals, seconds, compile_s, es.countiter, es.countevals
+    return CmaRun(x, best_curve, evals, seconds, compile_s, es.countiter, es.countevals)
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "numba",
@@ -126,9 +140,9 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
     # with the median number of simulations (all counts go in the JSON).
     runs = [_cmaes(scene, backend, max_evals, seed + k, show_progress)
             for k in range(CMAES_SEEDS_QUICK if quick else CMAES_SEEDS)]
-    order = sorted(range(len(runs)), key=lambda k: runs[k][6])
-    x, c_curve, c_evals, c_seconds, c_compile, c_iters, c_count = runs[order[len(runs) // 2]]
-    c_compile = runs[0][4]
+    median = sorted(runs, key=lambda r: r.evaluations)[len(runs) // 2]
+    x, c_curve, c_evals, c_seconds, _, c_iters, c_count = median
+    c_compile = runs[0].compile_seconds
     c_traj = simulate(scene, STEPS, params={"ball.velocity": x[:3],
                                             "ball.angular_velocity": x[3:]},
                       backend=backend)
@@ -147,12 +161,12 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
              "final_loss": float(c_curve[-1]),
              "final_position": c_traj.position["ball"][-1].tolist(),
              "seeds": [seed + k for k in range(len(runs))],
-             "evaluations_per_seed": [int(r[6]) for r in runs],
-             "final_loss_per_seed": [float(r[1][-1]) for r in runs]}
+             "evaluations_per_seed": [int(r.evaluations) for r in runs],
+             "final_loss_per_seed": [float(r.best_curve[-1]) for r in runs]}
     metrics = {
         "gradient_reached_goal": history[-1] < GOAL,
         "cmaes_reached_goal": c_curve[-1] < GOAL,
-        "cmaes_all_seeds_reached_goal": all(r[1][-1] < GOAL for r in runs),
+        "cmaes_all_seeds_reached_goal": all(r.best_curve[-1] < GOAL for r in runs),
         "evaluation_ratio": cmaes["evaluations"] / max(gradient["evaluations"], 1),
         "wall_time_ratio": c_seconds / max(g_seconds, 1e-9),
     }
