@@ -131,10 +131,18 @@ def add_mat(a: Mat3, b: Mat3) -> Mat3:
     return Mat3(*(x + y for x, y in zip(a, b)))
 
 
+def gram(a: Mat3) -> Mat3:
+    """a a^T, symmetric: six distinct entries (18 products instead of 27)."""
+    rows = (Vec3(*a[0:3]), Vec3(*a[3:6]), Vec3(*a[6:9]))
+    xx, yy, zz = (dot(r, r) for r in rows)
+    xy, xz, yz = dot(rows[0], rows[1]), dot(rows[0], rows[2]), dot(rows[1], rows[2])
+    return Mat3(xx, xy, xz, xy, yy, yz, xz, yz, zz)
+
+
 def renormalise(a: Mat3, iterations: int = 1) -> Mat3:
     """Pull `a` towards the nearest rotation: a <- (3a - a a^T a) / 2."""
     for _ in range(iterations):
-        aat_a = matmul(matmul(a, transpose(a)), a)
+        aat_a = matmul(gram(a), a)
         a = Mat3(*((3.0 * x - y) * 0.5 for x, y in zip(a, aat_a)))
     return a
 

@@ -25,6 +25,7 @@ import os
 import pickle
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,7 @@ def load(key: str, mode):
         return None
     try:
         with open(path, "rb") as f:
-            in_vars, out_vars = pickle.load(f)
+            in_vars, out_vars = _with_deep_stack(lambda: pickle.loads(f.read()))
         fgraph = FunctionGraph(in_vars, out_vars, clone=False)
         maker = pytensor.compile.maker.FunctionMaker(
             [In(v) for v in in_vars], [SymbolicOutput(v) for v in out_vars],
@@ -102,6 +103,34 @@ def load(key: str, mode):
         return None
 
 
+def _with_deep_stack(work):
+    """work() in a helper thread with a large stack and a raised recursion
+    limit (both restored afterwards). A gradient through a rollout nests
+    thousands of graph nodes, deeper than pickle manages with Python's
+    default limit."""
+    result: dict = {}
+
+    def run():
+        try:
+            result["value"] = work()
+        except Exception as err:   # re-raised in the caller's thread
+            result["error"] = err
+
+    old_limit, old_stack = sys.getrecursionlimit(), threading.stack_size()
+    try:
+        sys.setrecursionlimit(max(old_limit, 200_000))
+        threading.stack_size(1 << 30)
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(old_stack)
+        sys.setrecursionlimit(old_limit)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
 def store(key: str, fn) -> None:
     """Pickle the rewritten graph of compiled function `fn` under `key`."""
     folder = cache_dir()
@@ -109,10 +138,11 @@ def store(key: str, fn) -> None:
         return
     fgraph = fn.maker.fgraph
     try:
-        blob = pickle.dumps((list(fgraph.inputs), list(fgraph.outputs)),
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        graph = (list(fgraph.inputs), list(fgraph.outputs))
+        blob = _with_deep_stack(lambda: pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception as err:
-        _log.info("symphys: graph not cached, it does not pickle (%s)", err)
+        _log.warning("symphys: graph not cached, it does not pickle (%s: %s)",
+                     type(err).__name__, err)
         return
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".tmp") as f:

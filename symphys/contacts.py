@@ -76,6 +76,10 @@ class Gather:
             return slice(i[0], i[0] + len(i))
         return None
 
+    def all_of(self, flags: tuple[bool, ...]) -> bool:
+        """Whether a per-body static flag holds for every body picked."""
+        return bool(flags) and all(flags[i] for i in self.index)
+
     def take(self, x):
         """x: (Bp, N) -> (Bp, K); scalars pass through."""
         if getattr(x, "ndim", 0) < 2:

@@ -53,6 +53,9 @@ class BodyArrays:
     friction: object
     restitution: object
     rolling_friction: object | None = None   # None: the scene has none
+    # Static: whether each body's inertia is a multiple of the identity
+    # (spheres); their world inertia needs no rotation (see solver._side).
+    isotropic: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,11 +208,13 @@ class LeafLayout:
 
     frequency: bool
     rolling: bool
+    isotropic: tuple[bool, ...] = ()   # per body: inertia a multiple of I
 
     @classmethod
     def of(cls, scene: Scene) -> "LeafLayout":
         return cls(scene.solver.constraint_frequency is not None,
-                   scene.has_rolling_friction)
+                   scene.has_rolling_friction,
+                   tuple(b.shape is Shape.SPHERE for b in scene.bodies))
 
 
 def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
@@ -236,7 +241,8 @@ def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArra
     roll = (next(optional), next(optional)) if layout.rolling else (None, None)
     bodies = BodyArrays(inv_mass=x[0], inv_inertia=Vec3(*x[1:4]), inertia=Vec3(*x[4:7]),
                         radius=x[7], half_size=Vec3(*x[8:11]), half_length=x[11],
-                        friction=x[12], restitution=x[13], rolling_friction=roll[0])
+                        friction=x[12], restitution=x[13], rolling_friction=roll[0],
+                        isotropic=layout.isotropic)
     world = WorldArrays(gravity=Vec3(*x[14:17]), ground_height=x[17],
                         ground_friction=x[18], ground_restitution=x[19],
                         constraint_frequency=freq[0], constraint_damping=freq[1],

@@ -44,7 +44,9 @@ def apply_forces(model: StepModel, state: State) -> tuple[Vec3, Vec3]:
     v = Vec3(state.velocity.x + dt * g.x, state.velocity.y + dt * g.y,
              state.velocity.z + dt * g.z)
     w = state.angular_velocity
-    if model.scene.solver.gyroscopic:
+    # w x (I w) vanishes for isotropic bodies (spheres): skip it when all are.
+    isotropic = bool(model.bodies.isotropic) and all(model.bodies.isotropic)
+    if model.scene.solver.gyroscopic and not isotropic:
         inertia, inv_i = model.bodies.inertia, model.bodies.inv_inertia
         wb = matTvec(state.rotation, w)
         torque = cross(wb, Vec3(inertia.x * wb.x, inertia.y * wb.y, inertia.z * wb.z))

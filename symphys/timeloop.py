@@ -93,14 +93,19 @@ def time_loop(scene: Scene, state0, leaves, n_steps):
     inner_out = _forward(scene, inner_state, inner_leaves, inner_n)
     # Leaves the step never reads (e.g. a sphere's box size) must report a
     # disconnected gradient, not zeros, to agree with the Op's connection pattern.
+    # An input whose outputs all have disconnected cotangents (e.g. the
+    # rotation of a sphere when the loss ignores rotations) must report a
+    # disconnected gradient too.
     inner_in = inner_state + inner_leaves
-    connected = [any(row) for row in io_connection_pattern(inner_in, list(inner_out))]
+    pattern = io_connection_pattern(inner_in, list(inner_out))
 
     def pullback(inputs, outputs, cotangents):
         s0 = inputs[:STATE_SIZE]
         lv = inputs[STATE_SIZE:STATE_SIZE + n_leaves]
+        live = [not isinstance(c.type, DisconnectedType) for c in cotangents]
         grads = _adjoint(scene, s0, lv, inputs[-1], outputs, cotangents)
-        grads = [g if c else disconnected_type() for g, c in zip(grads, connected)]
+        grads = [g if any(p and l for p, l in zip(row, live)) else disconnected_type()
+                 for g, row in zip(grads, pattern)]
         return grads + [disconnected_type()]
 
     op = OpFromGraph(inner_state + inner_leaves + [inner_n], list(inner_out),

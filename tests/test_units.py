@@ -59,3 +59,36 @@ def test_parameters_and_defaults():
     assert params["ball.mass"] == pytest.approx(1000 * 4 / 3 * np.pi * 0.5 ** 3)
     np.testing.assert_array_equal(params["ball.position"], [0, 0, 1.5])
     assert "solver.constraint_frequency" in params
+
+
+def test_gram_is_a_times_a_transpose():
+    from symphys.algebra import Mat3, gram
+    a = np.random.default_rng(1).normal(size=(3, 3))
+    np.testing.assert_allclose(np.array(gram(Mat3(*a.ravel()))).reshape(3, 3), a @ a.T,
+                               rtol=1e-14, atol=1e-14)
+
+
+def test_isotropic_shortcut_equals_rotated_inverse_inertia():
+    """For a sphere, R diag(s) R^T a = s a: the shortcut the solver takes
+    when the scene says every body in a block is a sphere."""
+    from symphys.algebra import Mat3, Vec3
+    from symphys.contacts import Gather
+    from symphys.model import BodyArrays
+    from symphys.solver import _inverse_inertia_times
+    rng = np.random.default_rng(2)
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    rot = Mat3(*(np.full((1, 2), c) for c in q.ravel()))
+    s = np.array([[0.7, 1.3]])
+    axis = Vec3(*(rng.normal(size=(1, 2)) for _ in range(3)))
+
+    def bodies(isotropic):
+        return BodyArrays(inv_mass=s, inv_inertia=Vec3(s, s, s), inertia=Vec3(s, s, s),
+                          radius=s, half_size=Vec3(s, s, s), half_length=s, friction=s,
+                          restitution=s, isotropic=isotropic)
+
+    gather = Gather((0, 1), 2)
+    fast = _inverse_inertia_times(gather, bodies((True, True)), rot, axis)
+    full = _inverse_inertia_times(gather, bodies((True, False)), rot, axis)
+    assert gather.all_of((True, True)) and not gather.all_of((True, False))
+    for got, ref in zip([*fast[0], fast[1]], [*full[0], full[1]]):
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
