@@ -66,36 +66,76 @@ def _batched_names(scene: Scene, values: dict) -> set[str]:
     return {k for k, v in values.items() if v.ndim == len(shapes[k]) + 1}
 
 
+def _action_input(scene: Scene, action_batched: bool, batch: int | None):
+    """Symbolic motor commands (M,) or (B, M); None for a scene without motors."""
+    if not scene.motors:
+        return None
+    shape = ((batch,) if action_batched else ()) + (len(scene.motors),)
+    return pt.tensor(name="action", dtype="float64", shape=shape)
+
+
+def resolve_action(scene: Scene, action, batch: int | None):
+    """(action array or None, whether it is batched, batch size), checked."""
+    from symphys.errors import ParameterError
+    if not scene.motors:
+        if action is not None:
+            raise ParameterError(f"{scene.source}: action given, but the scene has no motors")
+        return None, False, batch
+    n = len(scene.motors)
+    value = np.zeros(n) if action is None else np.asarray(action, dtype=np.float64)
+    if not np.all(np.isfinite(value)):
+        raise ParameterError(f"{scene.source}: action contains NaN or inf")
+    if value.shape == (n,):
+        return value, False, batch
+    if value.ndim == 2 and value.shape[1] == n and batch in (None, value.shape[0]):
+        return value, True, value.shape[0]
+    raise ParameterError(
+        f"{scene.source}: action must have shape ({n},) for motors "
+        f"{list(scene.motor_names)}, or ({batch or 'B'}, {n}) for a batch of worlds; "
+        f"got {value.shape}")
+
+
 def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
-                      backend="numba", batch: int | None = None) -> Compiled:
-    """Compiled f(n_steps, *parameters) -> 18 state-component sequences.
+                      backend="numba", batch: int | None = None,
+                      action_batched: bool = False) -> Compiled:
+    """Compiled f(n_steps, *parameters[, action]) -> 18 state-component
+    sequences; `action` (motor commands, (M,) or (B, M)) is an input only
+    when the scene has motors.
 
     On numba and cvm the step count is an input, so one compiled function
     serves every `steps`; JAX needs it fixed at trace time."""
     backend = as_backend(backend)
     batched = frozenset(batched)
     fixed = steps if backend is Backend.JAX else None
-    size = _static_batch(backend, batched, batch)
-    key = ("simulate", scene.structure_key(), batched, backend, fixed, size)
+    size = _static_batch(backend, batched or action_batched, batch)
+    key = ("simulate", scene.structure_key(), batched, backend, fixed, size, action_batched)
 
     def build():
         sym = _inputs(scene, set(batched), size)
+        action = _action_input(scene, action_batched, size)
         n_steps = pt.scalar("n_steps", dtype="int64")
-        comps, _ = rollout_states(scene, n_steps if fixed is None else fixed, sym)
-        return compile([n_steps, *sym.values()], comps, backend)
+        comps, _ = rollout_states(scene, n_steps if fixed is None else fixed, sym, action)
+        extra = [] if action is None else [action]
+        return compile([n_steps, *sym.values(), *extra], comps, backend)
 
     return _cached(key, build)
 
 
 def simulate(scene: Scene, steps: int, params: dict | None = None,
-             backend: "str | Backend" = "numba") -> Trajectory:
+             backend: "str | Backend" = "numba", action=None) -> Trajectory:
     """Run `steps` steps; returns a numeric `Trajectory` (batch axis first
-    when any parameter value carries one)."""
+    when any parameter value carries one).
+
+    action: motor commands held for the whole run, (M,) or (B, M) in the
+    order of `scene.motors` (default zeros)."""
     steps = _check_steps(steps)
     values, batch = resolve_values(scene, params)
     batched = _batched_names(scene, values)
-    fn = simulate_function(scene, steps, batched, backend, batch=batch)
-    comps = fn(np.int64(steps), *values.values())
+    action, action_batched, batch = resolve_action(scene, action, batch)
+    fn = simulate_function(scene, steps, batched, backend, batch=batch,
+                           action_batched=action_batched)
+    extra = [] if action is None else [action]
+    comps = fn(np.int64(steps), *values.values(), *extra)
     return trajectory_from_components(scene, comps, steps, batch is not None, lib=np)
 
 
@@ -125,24 +165,29 @@ class _LossKey:
 
 def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[str],
                             batched: Iterable[str] = (), backend="numba",
-                            batch: int | None = None) -> Compiled:
-    """Compiled f(*parameters) -> [loss, *gradients in `wrt` order]."""
+                            batch: int | None = None,
+                            action_batched: bool = False) -> Compiled:
+    """Compiled f(*parameters[, action]) -> [loss, *gradients in `wrt`
+    order]; `wrt` may name "action" (the motor commands) too."""
     backend = as_backend(backend)
     batched = frozenset(batched)
-    size = _static_batch(backend, batched, batch)
+    size = _static_batch(backend, batched or action_batched, batch)
     key = ("grad", scene.structure_key(), steps, _LossKey(loss), tuple(wrt), batched,
-           backend, size)
+           backend, size, action_batched)
 
     def build():
         sym = _inputs(scene, set(batched), size)
-        comps, _ = rollout_states(scene, steps, sym)
-        traj = trajectory_from_components(scene, comps, steps, bool(batched))
+        action = _action_input(scene, action_batched, size)
+        comps, _ = rollout_states(scene, steps, sym, action)
+        traj = trajectory_from_components(scene, comps, steps, bool(batched or action_batched))
         value = pt.as_tensor_variable(loss(traj))
         if value.ndim != 0:
             from symphys.errors import ParameterError
             raise ParameterError(f"loss must return a scalar, got ndim={value.ndim}")
-        grads = pytensor.grad(value, [sym[name] for name in wrt])
-        return compile(list(sym.values()), [value, *grads], backend)
+        extra = [] if action is None else [action]
+        targets = dict(sym, **({"action": action} if action is not None else {}))
+        grads = pytensor.grad(value, [targets[name] for name in wrt])
+        return compile(list(sym.values()) + extra, [value, *grads], backend)
 
     return _cached(key, build)
 
@@ -174,7 +219,8 @@ def parameter_values(scene: Scene, params: dict | None):
 
 
 def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
-                   params: dict | None = None, backend: "str | Backend" = "numba"):
+                   params: dict | None = None, backend: "str | Backend" = "numba",
+                   action=None):
     """(loss value, {name: gradient}) of `loss(trajectory)` after `steps` steps.
 
     loss receives a symbolic `Trajectory` and returns a scalar; gradients
@@ -182,9 +228,13 @@ def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
     named parameters in `wrt`, each shaped like its parameter value.
     """
     steps = _check_steps(steps)
-    wrt = check_names(scene, wrt, "wrt")
+    wrt = list(wrt)
+    check_names(scene, [n for n in wrt if not (n == "action" and scene.motors)], "wrt")
     values, batch = resolve_values(scene, params)
     batched = _batched_names(scene, values)
-    fn = value_and_grad_function(scene, steps, loss, wrt, batched, backend, batch=batch)
-    out = fn(*values.values())
+    action, action_batched, batch = resolve_action(scene, action, batch)
+    fn = value_and_grad_function(scene, steps, loss, wrt, batched, backend, batch=batch,
+                                 action_batched=action_batched)
+    extra = [] if action is None else [action]
+    out = fn(*values.values(), *extra)
     return float(out[0]), {name: g for name, g in zip(wrt, out[1:])}

@@ -233,6 +233,11 @@ def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
     return [pt.as_tensor_variable(x) for x in leaves]
 
 
+def n_model_leaves(layout: LeafLayout) -> int:
+    """How many tensors `model_leaves` returns for this layout."""
+    return 20 + 2 * layout.frequency + 2 * layout.rolling
+
+
 def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArrays]:
     """Inverse of `model_leaves`."""
     x = list(leaves)

@@ -18,6 +18,9 @@ from symphys.scene import Scene, Shape
 from symphys.scene_io import closest
 
 
+MOTOR_FIELDS = ("gain", "max_velocity", "max_torque")
+
+
 def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
     """{name: base shape} of every parameter of `scene`, in a fixed order."""
     shapes: dict[str, tuple[int, ...]] = {}
@@ -41,6 +44,11 @@ def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
             shapes[f"ground.{key}"] = ()
         if scene.has_rolling_friction:
             shapes["ground.rolling_friction"] = ()
+    for j in scene.joints:
+        shapes[f"{j.name}.anchor"] = (3,)
+    for m in scene.motors:
+        for key in MOTOR_FIELDS:
+            shapes[f"{m.name}.{key}"] = ()
     shapes["world.gravity"] = (3,)
     if scene.solver.constraint_frequency is not None:
         shapes["solver.constraint_frequency"] = ()
@@ -73,6 +81,11 @@ def default_parameters(scene: Scene) -> dict[str, np.ndarray]:
         values["ground.restitution"] = scene.ground.restitution
         if scene.has_rolling_friction:
             values["ground.rolling_friction"] = scene.ground.rolling_friction
+    for j in scene.joints:
+        values[f"{j.name}.anchor"] = j.anchor
+    for m in scene.motors:
+        for key in MOTOR_FIELDS:
+            values[f"{m.name}.{key}"] = getattr(m, key)
     values["world.gravity"] = scene.gravity
     if scene.solver.constraint_frequency is not None:
         values["solver.constraint_frequency"] = scene.solver.constraint_frequency

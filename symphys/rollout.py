@@ -15,10 +15,12 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
+from symphys.errors import ParameterError
+from symphys.joints import build_joint_arrays
 from symphys.model import STATE_SIZE, build_model, model_leaves
 from symphys.params import check_names, default_parameters, parameter_shapes
 from symphys.scene import Scene
-from symphys.timeloop import time_loop
+from symphys.timeloop import articulation_leaves, time_loop
 
 
 def quiet_graph_building():
@@ -56,17 +58,41 @@ def full_parameters(scene: Scene, params: dict | None) -> dict:
     return out
 
 
-def rollout_states(scene: Scene, steps, params: dict | None = None):
+def motor_action(scene: Scene, action, like):
+    """The motor commands as (B, M): `action` may be None (all zero), (M,)
+    or (B, M). like: a (B, N) tensor giving the batch size."""
+    n = len(scene.motors)
+    base = pt.zeros_like(like[:, :1]) + np.zeros(n)
+    if action is None:
+        return base
+    action = pt.as_tensor_variable(action)
+    if action.ndim not in (1, 2):
+        raise ParameterError(f"{scene.source}: action must have shape ({n},) or (B, {n}), "
+                             f"got {action.ndim} dimensions")
+    return base + action
+
+
+def rollout_states(scene: Scene, steps, params: dict | None = None, action=None):
     """(list of 18 state-component sequences (steps+1, B, N), batched names).
 
     Components follow `State.flat()`: position xyz, rotation (9, row-major),
     velocity xyz, angular velocity xyz; entry 0 is the initial state.
+    action: motor commands held for the whole rollout, (M,) or (B, M).
     """
     p = full_parameters(scene, params)
     batched = split_batched(scene, p)
     with quiet_graph_building():
         bodies, world, state0 = build_model(scene, p, batched)
-        seqs = time_loop(scene, state0.flat(), model_leaves(bodies, world), steps)
+        frames, motors = build_joint_arrays(scene, p, batched)
+        if frames is not None:
+            # A batched anchor or motor gain makes every world's state batched.
+            template = sum(x[:, :1] * 0.0 for x in frames.leaves() + (
+                motors.leaves() if motors is not None else []))
+            state0 = state0.__class__.from_flat([c + template for c in state0.flat()])
+        leaves = model_leaves(bodies, world) + articulation_leaves(
+            frames, motors, motor_action(scene, action, state0.position.x)
+            if motors is not None else None)
+        seqs = time_loop(scene, state0.flat(), leaves, steps)
         full = [pt.concatenate([c0[None], s], axis=0) for c0, s in zip(state0.flat(), seqs)]
     assert len(full) == STATE_SIZE
     return full, batched
@@ -94,12 +120,12 @@ def trajectory_from_components(scene: Scene, comps, steps, batched: bool,
         batched=batched)
 
 
-def rollout(scene: Scene, steps, params: dict | None = None) -> Trajectory:
+def rollout(scene: Scene, steps, params: dict | None = None, action=None) -> Trajectory:
     """Symbolic trajectory of `steps` steps (an int or a symbolic scalar).
 
     params: {name: tensor or array} for any parameter; the rest take the
     scene's defaults. A value with a leading batch axis makes a batched
     rollout (all batched values share B).
     """
-    comps, batched = rollout_states(scene, steps, params)
+    comps, batched = rollout_states(scene, steps, params, action)
     return trajectory_from_components(scene, comps, steps, bool(batched))

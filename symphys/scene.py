@@ -97,6 +97,62 @@ class SolverOptions:
     renormalisation_iterations: int = 1
 
 
+class JointType(enum.Enum):
+    FIXED = "fixed"      # weld: no relative motion
+    HINGE = "hinge"      # rotation about `axis`
+    BALL = "ball"        # rotation about the anchor, any axis
+    SLIDER = "slider"    # translation along `axis`, no rotation
+
+
+class MotorMode(enum.Enum):
+    POSITION = "position"   # servo: target rate clip(gain (command - q), +-max_velocity)
+    VELOCITY = "velocity"   # servo: target rate clip(command, +-max_velocity)
+    TORQUE = "torque"       # direct torque (hinge) or force (slider): command
+
+
+WORLD = "world"
+
+
+@dataclass(frozen=True)
+class Joint:
+    """A joint between `parent` (a body or "world") and `child`.
+
+    anchor and axis are world coordinates at the initial pose; the joint
+    coordinate q (angle in rad, or slide in m) is 0 there. limits: (lo, hi)
+    on q or None; only hinges and sliders have an axis and limits."""
+
+    name: str
+    type: JointType
+    parent: str
+    child: str
+    anchor: tuple[float, float, float]
+    axis: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    limits: tuple[float, float] | None = None
+
+    @property
+    def has_coordinate(self) -> bool:
+        return self.type in (JointType.HINGE, JointType.SLIDER)
+
+
+@dataclass(frozen=True)
+class Motor:
+    """An actuator on a hinge or slider joint, driven by one action entry.
+
+    Position and velocity servos are constraint rows whose impulse is
+    bounded by max_torque * dt (N m, or N on a slider); a torque motor adds
+    clip(command, +-max_torque) as an external torque/force. Commands are
+    clipped to `command_range` (default: the joint limits for a position
+    servo, +-max_velocity for a velocity servo, +-max_torque for torque)."""
+
+    name: str
+    joint: str
+    mode: MotorMode = MotorMode.POSITION
+    gain: float = 1.0
+    max_velocity: float = 1.0
+    max_torque: float = 1.0
+    command_range: tuple[float, float] | None = None
+
+
 @dataclass(frozen=True)
 class ContactPair:
     """Two bodies (or a body and "ground") that may touch."""
@@ -116,6 +172,8 @@ class Scene:
     ground: Ground | None
     bodies: tuple[Body, ...]
     contacts: tuple[ContactPair, ...]
+    joints: tuple[Joint, ...] = ()
+    motors: tuple[Motor, ...] = ()
     source: str = "<builder>"
     raw: str = field(default="", repr=False, compare=False)
 
@@ -126,6 +184,14 @@ class Scene:
 
     def body_index(self, name: str) -> int:
         return self.body_names.index(name)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(j.name for j in self.joints)
+
+    @property
+    def motor_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.motors)
 
     def parameters(self) -> dict[str, np.ndarray]:
         """All differentiable parameters with their default values."""
@@ -155,5 +221,11 @@ class Scene:
             "rolling": self.has_rolling_friction,
             "bodies": [(b.name, b.shape.value) for b in self.bodies],
             "contacts": [(c.a, c.b) for c in self.contacts],
+            # Joint axes and limits are built into the graph as constants;
+            # anchors and motor gains are inputs.
+            "joints": [(j.name, j.type.value, j.parent, j.child, j.axis, j.limits)
+                       for j in self.joints],
+            "motors": [(m.name, m.joint, m.mode.value, m.command_range)
+                       for m in self.motors],
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from symphys.errors import SceneError
-from symphys.scene import (Body, ContactModel, ContactPair, FrictionModel,
-                           Ground, Scene, Shape, SolverOptions)
+from symphys.scene import (WORLD, Body, ContactModel, ContactPair, FrictionModel,
+                           Ground, Joint, JointType, Motor, MotorMode, Scene, Shape,
+                           SolverOptions)
 
 FORMAT = "symphys-scene/1"
 GROUND = "ground"
@@ -35,6 +36,9 @@ _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "restitution_threshold", "friction_model", "gyroscopic",
                   "renormalisation_iterations"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
+_JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "limits"}
+_MOTOR_FIELDS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque",
+                 "command_range"}
 
 
 def closest(name: str, choices) -> str:
@@ -273,14 +277,18 @@ SUPPORTED_PAIRS = {
 }
 
 
-def _auto_contacts(bodies, has_ground: bool) -> tuple[ContactPair, ...]:
-    """Every body against the ground, and every supported pair of shapes
-    (box-box and capsule-box/capsule-capsule are not implemented: skipped)."""
+def _auto_contacts(bodies, has_ground: bool, joints=()) -> tuple[ContactPair, ...]:
+    """Every body against the ground, and every supported pair of shapes not
+    joined by a joint (box-box and capsule-box/capsule-capsule are not
+    implemented: skipped)."""
     pairs = []
     if has_ground:
         pairs += [ContactPair(b.name, GROUND) for b in bodies]
+    joined = {frozenset((j.parent, j.child)) for j in joints}
     for i, a in enumerate(bodies):
         for b in bodies[i + 1:]:
+            if frozenset((a.name, b.name)) in joined:
+                continue
             if (a.shape, b.shape) in SUPPORTED_PAIRS:
                 pairs.append(ContactPair(a.name, b.name))
             elif (b.shape, a.shape) in SUPPORTED_PAIRS:
@@ -290,9 +298,10 @@ def _auto_contacts(bodies, has_ground: bool) -> tuple[ContactPair, ...]:
 
 
 
-def _read_contacts(doc, source: str, bodies, has_ground) -> tuple[ContactPair, ...]:
+def _read_contacts(doc, source: str, bodies, has_ground,
+                   joints=()) -> tuple[ContactPair, ...]:
     if doc is None or doc == "auto":
-        return _auto_contacts(bodies, has_ground)
+        return _auto_contacts(bodies, has_ground, joints)
     if not isinstance(doc, list):
         raise SceneError("expected \"auto\" or a list of {\"a\", \"b\"}",
                          source=source, field="contacts")
@@ -326,6 +335,98 @@ def _read_contacts(doc, source: str, bodies, has_ground) -> tuple[ContactPair, .
     return tuple(pairs)
 
 
+def _named_items(doc, source: str, key: str, label: str) -> list:
+    """The list under `key` (absent or null: empty), items checked to be objects."""
+    items = doc.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise SceneError(f"expected a list of {label}s", source=source, field=key)
+    return items
+
+
+def _item_label(entry, kind: str, key: str, index: int) -> str:
+    label = entry.get("name") if isinstance(entry, dict) else None
+    return f"{kind} '{label}'" if isinstance(label, str) else f"{key}[{index}]"
+
+
+def _unit_axis(r: _Reader, key: str) -> tuple[float, float, float]:
+    axis = r.vector(key, 3)
+    n = math.sqrt(sum(a * a for a in axis))
+    if n < 1e-9:
+        r.fail(key, "zero axis has no direction")
+    return tuple(a / n for a in axis)
+
+
+def _range(r: _Reader, key: str) -> tuple[float, float] | None:
+    if not r.has(key) or r.doc[key] is None:
+        return None
+    lo, hi = r.vector(key, 2)
+    if not lo < hi:
+        r.fail(key, f"expected [low, high] with low < high, got [{lo}, {hi}]")
+    return lo, hi
+
+
+def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
+    by_name = {b.name: b for b in bodies}
+    joints, seen = [], set()
+    for i, entry in enumerate(_named_items(doc, source, "joints", "joint")):
+        r = _Reader(entry, source, _item_label(entry, "joint", "joints", i), _JOINT_FIELDS)
+        name = r.string("name")
+        if name in seen:
+            r.fail("name", "duplicate joint name")
+        seen.add(name)
+        kind = r.enum("type", JointType, JointType.HINGE) if r.has("type") else r.fail(
+            "type", f"missing; allowed: {[t.value for t in JointType]}")
+        parent, child = r.string("parent"), r.string("child")
+        if parent != WORLD and parent not in by_name:
+            r.fail("parent", f"unknown body '{parent}'{closest(parent, list(by_name))}; "
+                   f"use \"{WORLD}\" for the fixed world frame")
+        if child not in by_name:
+            r.fail("child", f"unknown body '{child}'{closest(child, list(by_name))}")
+        if parent == child:
+            r.fail("child", "a body cannot be jointed to itself")
+        has_axis = kind in (JointType.HINGE, JointType.SLIDER)
+        for key in ("axis", "limits"):
+            if r.has(key) and not has_axis:
+                r.fail(key, f"not used by a {kind.value} joint")
+        anchor = (r.vector("anchor", 3, by_name[child].position) if kind is JointType.FIXED
+                  else r.vector("anchor", 3))
+        joints.append(Joint(name=name, type=kind, parent=parent, child=child,
+                            anchor=anchor,
+                            axis=_unit_axis(r, "axis") if has_axis else (0.0, 0.0, 1.0),
+                            limits=_range(r, "limits") if has_axis else None))
+    return tuple(joints)
+
+
+def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
+    by_name = {j.name: j for j in joints}
+    motors, seen, driven = [], set(), set()
+    d = Motor(name="", joint="")
+    for i, entry in enumerate(_named_items(doc, source, "motors", "motor")):
+        r = _Reader(entry, source, _item_label(entry, "motor", "motors", i), _MOTOR_FIELDS)
+        name = r.string("name")
+        if name in seen:
+            r.fail("name", "duplicate motor name")
+        seen.add(name)
+        joint = r.string("joint")
+        if joint not in by_name:
+            r.fail("joint", f"unknown joint '{joint}'{closest(joint, list(by_name))}")
+        if not by_name[joint].has_coordinate:
+            r.fail("joint", f"joint '{joint}' is a {by_name[joint].type.value} joint; "
+                   "motors drive hinge and slider joints only")
+        if joint in driven:
+            r.fail("joint", f"joint '{joint}' already has a motor")
+        driven.add(joint)
+        motors.append(Motor(
+            name=name, joint=joint, mode=r.enum("mode", MotorMode, d.mode),
+            gain=r.number("gain", d.gain, positive=True),
+            max_velocity=r.number("max_velocity", d.max_velocity, positive=True),
+            max_torque=r.number("max_torque", d.max_torque, positive=True),
+            command_range=_range(r, "command_range")))
+    return tuple(motors)
+
+
 def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
     """Validate a `symphys-scene/1` document into a `Scene`."""
     _check_finite_tree(doc, source)
@@ -355,13 +456,16 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
             raise SceneError("duplicate body name", source=source,
                              item=f"body '{b.name}'", field="name")
         seen.add(b.name)
-    for unsupported in ("joints", "motors", "sensors", "cameras"):
+    for unsupported in ("sensors", "cameras"):
         if doc.get(unsupported):
             r.fail(unsupported, "not supported by this version of symphys yet")
+    joints = _read_joints(doc, source, bodies)
+    motors = _read_motors(doc, source, joints)
     contacts = _read_contacts(doc.get("contacts", "auto"), source, bodies,
-                              ground is not None)
+                              ground is not None, joints)
     return Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
-                 bodies=bodies, contacts=contacts, source=source, raw=raw)
+                 bodies=bodies, contacts=contacts, joints=joints, motors=motors,
+                 source=source, raw=raw)
 
 
 class SceneBuilder:
@@ -400,6 +504,23 @@ class SceneBuilder:
 
     def capsule(self, name, **fields):
         return self.body(name, "capsule", **fields)
+
+    def joint(self, name: str, type: str, parent: str, child: str, **fields) -> "SceneBuilder":
+        """A joint; fields: anchor, axis, limits (see the scene format)."""
+        entry = {"name": name, "type": type, "parent": parent, "child": child}
+        entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
+                      for k, v in fields.items()})
+        self._doc.setdefault("joints", []).append(entry)
+        return self
+
+    def motor(self, name: str, joint: str, mode: str = "position", **fields) -> "SceneBuilder":
+        """A motor on a hinge or slider; fields: gain, max_velocity,
+        max_torque, command_range."""
+        entry = {"name": name, "joint": joint, "mode": mode}
+        entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
+                      for k, v in fields.items()})
+        self._doc.setdefault("motors", []).append(entry)
+        return self
 
     def contacts(self, pairs) -> "SceneBuilder":
         """"auto" or a list of (a, b) name pairs."""

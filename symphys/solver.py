@@ -30,6 +30,9 @@ class RowKind(enum.Enum):
     NORMAL = "normal"        # lambda >= 0
     FRICTION = "friction"    # |lambda| <= mu * lambda_normal
     ROLLING = "rolling"      # |lambda| <= mu_roll * lambda_normal (torque impulse)
+    JOINT = "joint"          # equality: lambda free
+    LIMIT = "limit"          # joint limit: lambda >= 0
+    MOTOR = "motor"          # |lambda| <= max_torque * dt
 
 
 @dataclass(frozen=True)
@@ -126,12 +129,31 @@ def _rolling_block(axis: Vec3, ga, gb, bodies, rotation) -> RowBlock:
     return RowBlock(RowKind.ROLLING, None, side_a, side_b, m_eff, m_eff, 0.0, 0.0)
 
 
-def _row_block(kind, j_lin, geom: ContactGeometry, ga, gb, bodies, rotation,
-               gamma, target) -> RowBlock:
-    side_a, inv_eff = _side(ga, geom.ra, j_lin, bodies, rotation)
+def angular_row(kind: RowKind, axis: Vec3, ga, gb, bodies, rotation,
+                target) -> RowBlock:
+    """A stiff row on the relative angular velocity axis . (w_a - w_b)."""
+    side_a, inv_eff = _angular_side(ga, axis, bodies, rotation)
     side_b = None
     if gb is not None:
-        side_b, share_b = _side(gb, geom.rb, j_lin, bodies, rotation)
+        side_b, share_b = _angular_side(gb, axis, bodies, rotation)
+        inv_eff = inv_eff + share_b
+    m_eff = safe_div(1.0, inv_eff)
+    return RowBlock(kind, None, side_a, side_b, m_eff, m_eff, 0.0, target)
+
+
+def linear_row(kind: RowKind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb,
+               bodies, rotation, target) -> RowBlock:
+    """A stiff row on the relative velocity of two points along `direction`
+    (lever arms ra, rb from the bodies' centres)."""
+    return _row_block(kind, direction, ra, rb, ga, gb, bodies, rotation, 0.0, target)
+
+
+def _row_block(kind, j_lin, ra: Vec3, rb: Vec3 | None, ga, gb, bodies, rotation,
+               gamma, target) -> RowBlock:
+    side_a, inv_eff = _side(ga, ra, j_lin, bodies, rotation)
+    side_b = None
+    if gb is not None:
+        side_b, share_b = _side(gb, rb, j_lin, bodies, rotation)
         inv_eff = inv_eff + share_b
     m_eff = safe_div(1.0, inv_eff)
     m_soft = safe_div(1.0, inv_eff + gamma)
@@ -189,7 +211,8 @@ def approach(block: ContactBlock, geom: ContactGeometry, bodies: BodyArrays,
              rotation: Mat3, v: Vec3, w: Vec3, dt: float, n_bodies: int) -> Approach:
     ga = Gather(block.a, n_bodies)
     gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
-    probe = _row_block(RowKind.NORMAL, geom.normal, geom, ga, gb, bodies, rotation, 0.0, 0.0)
+    probe = _row_block(RowKind.NORMAL, geom.normal, geom.ra, geom.rb, ga, gb, bodies,
+                       rotation, 0.0, 0.0)
     vn0 = probe.velocity(v, w)
     reaches, tau = impact_fraction(geom.gap, vn0, dt)
     return Approach(block, ga, gb, geom, probe.m_eff, vn0, reaches, tau)
@@ -231,7 +254,8 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
     hits = (geom.gap + dt * vn0 < 0) & (vn0 < -u0)   # reaching or touching
     bounce = -geom.restitution * ramp * vn0
     target = pt.switch(hits, pt.maximum(bounce, separation), separation)
-    normal = _row_block(RowKind.NORMAL, n, geom, ga, gb, bodies, rotation, gamma, target)
+    normal = _row_block(RowKind.NORMAL, n, geom.ra, geom.rb, ga, gb, bodies, rotation,
+                        gamma, target)
     if block.b[0] == STATIC:
         # Ground contacts: the normal is the constant z axis; tangents are x, y.
         zero = pt.constant(0.0)
@@ -239,7 +263,8 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
         t1, t2 = Vec3(one, zero, zero), Vec3(zero, one, zero)
     else:
         t1, t2 = tangent_basis(n)
-    rows = [_row_block(RowKind.FRICTION, t, geom, ga, gb, bodies, rotation, 0.0, 0.0)
+    rows = [_row_block(RowKind.FRICTION, t, geom.ra, geom.rb, ga, gb, bodies, rotation,
+                       0.0, 0.0)
             for t in (t1, t2)]
     rolling = None
     if geom.rolling_friction is not None:
@@ -264,11 +289,40 @@ def impact_fraction(gap, vn0, dt: float):
     return reaches, pt.switch(reaches, tau, pt.switch(gap > 0, 1.0, 0.0))
 
 
-def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
-           friction_model: FrictionModel):
-    """One Gauss-Seidel pass over every block; returns (v, w, new acc)."""
+@dataclass(frozen=True)
+class BoundedRow:
+    """A row whose accumulated impulse stays in [lower, upper] (None: no
+    bound on that side): joint rows (both None), limits (lower 0), motors
+    (+-max_torque dt). Fields (B, K) or scalars."""
+
+    row: RowBlock
+    lower: object = None
+    upper: object = None
+
+    n_rows = 1
+
+
+def _solve_bounded(item: BoundedRow, v: Vec3, w: Vec3, lam):
+    row = item.row
+    jv = row.velocity(v, w)
+    new = lam + row.m_soft * (row.target - jv - row.gamma * lam)
+    if item.lower is not None:
+        new = pt.switch(new > item.lower, new, item.lower)
+    if item.upper is not None:
+        new = pt.switch(new < item.upper, new, item.upper)
+    v, w = row.apply(v, w, new - lam)
+    return v, w, new
+
+
+def _sweep(blocks: list, v: Vec3, w: Vec3, acc: list, friction_model: FrictionModel):
+    """One Gauss-Seidel pass over every block (`ContactRows` or
+    `BoundedRow`, in order); returns (v, w, new acc)."""
     acc = list(acc)
     for i, rows in enumerate(blocks):
+        if isinstance(rows, BoundedRow):
+            v, w, new = _solve_bounded(rows, v, w, acc[i][0])
+            acc[i] = (new,)
+            continue
         lam_n, lam_1, lam_2, *lam_roll = acc[i]
         row = rows.normal
         jv = row.velocity(v, w)
@@ -311,16 +365,18 @@ def _sweep(blocks: list[ContactRows], v: Vec3, w: Vec3, acc: list,
     return v, w, acc
 
 
-def solve(blocks: list[ContactRows], v: Vec3, w: Vec3, iterations: int,
+def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
           friction_model: FrictionModel) -> tuple[Vec3, Vec3]:
-    """Projected Gauss-Seidel over `blocks` for `iterations` sweeps.
+    """Projected Gauss-Seidel over `blocks` (`ContactRows` and `BoundedRow`s,
+    solved in the given order) for `iterations` sweeps.
 
     Accumulated impulses are clamped (normal >= 0, friction inside the
     pyramid or cone of mu * normal) and only the change is applied. One sweep
     is written out; more sweeps run as an inner `scan`, so the graph (and
     its compile time) does not grow with the iteration count.
     """
-    zero = [pt.zeros_like(rows.normal.velocity(v, w)) for rows in blocks]
+    zero = [pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
+                          .velocity(v, w)) for rows in blocks]
     acc = [(z,) * rows.n_rows for z, rows in zip(zero, blocks)]
     v, w, acc = _sweep(blocks, v, w, acc, friction_model)
     if iterations == 1:

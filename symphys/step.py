@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytensor.tensor as pt
 
 from symphys.algebra import Vec3, add_mat, cross, matTvec, matvec, renormalise, skew_times
 from symphys.contacts import STATIC, ContactBlock, Gather, contact_geometry
+from symphys.joints import (JointBlock, JointFrames, MotorArrays, MotorBlock, joint_rows,
+                            motor_rows)
 from symphys.model import BodyArrays, State, WorldArrays
 from symphys.scene import Scene
 from symphys.solver import approach, contact_rows, solve
@@ -25,12 +28,20 @@ from symphys.solver import approach, contact_rows, solve
 
 @dataclass(frozen=True)
 class StepModel:
-    """Everything a step needs besides the state (built outside the loop)."""
+    """Everything a step needs besides the state (built outside the loop).
+
+    action: (B, M) motor commands for this step (None: all zero)."""
 
     scene: Scene
     bodies: BodyArrays
     world: WorldArrays
     blocks: tuple[ContactBlock, ...]
+    joint_blocks: tuple[JointBlock, ...] = ()
+    motor_blocks: tuple[MotorBlock, ...] = ()
+    frames: JointFrames | None = None
+    motors: MotorArrays | None = None
+    action: object = None
+    jointed: tuple[tuple[int, ...], ...] = ()   # bodies linked by joints
 
     @property
     def n_bodies(self) -> int:
@@ -69,7 +80,34 @@ def body_impact_fraction(model: StepModel, taus, like):
         for index in sides:
             part = Gather(index, model.n_bodies).add(zeros, 1.0 - tau)
             late = part if late is None else pt.maximum(late, part)
-    return 1.0 - late
+    tau = 1.0 - late
+    # Jointed bodies move together: each takes its group's earliest impact.
+    for group in model.jointed:
+        index = np.asarray(group)
+        tau = pt.set_subtensor(tau[:, index], tau[:, index].min(axis=1, keepdims=True))
+    return tau
+
+
+def articulation_rows(model: StepModel, state: State, v: Vec3, w: Vec3):
+    """(rows, v, w): motor, limit and joint rows at the current pose, and the
+    velocities after direct-torque motors' impulses."""
+    scene, dt = model.scene, model.scene.dt
+    rows = []
+    if model.motor_blocks:
+        action = model.action
+        if action is None:
+            action = pt.zeros_like(state.position.x[:, :1]) + np.zeros(len(scene.motors))
+        for block in model.motor_blocks:
+            row, impulse = motor_rows(block, scene, model.frames, model.motors,
+                                      model.bodies, state, action, dt)
+            if impulse is None:
+                rows.append(row)
+            else:
+                v, w = row.apply(v, w, impulse)
+    for block in model.joint_blocks:
+        rows += joint_rows(block, scene, model.frames, model.bodies, state, w,
+                           scene.solver.position_feedback, dt)
+    return rows, v, w
 
 
 def step(model: StepModel, state: State) -> State:
@@ -77,22 +115,25 @@ def step(model: StepModel, state: State) -> State:
     scene = model.scene
     options = scene.solver
     v, w = apply_forces(model, state)
+    rows, v, w = articulation_rows(model, state, v, w)
     v_move, w_move = v, w
-    if model.blocks:
+    if model.blocks or rows:
         pre = [approach(block, contact_geometry(block, model.bodies, model.world,
                                                 state.position, state.rotation,
                                                 model.n_bodies),
                         model.bodies, state.rotation, v, w, scene.dt, model.n_bodies)
                for block in model.blocks]
-        tau = body_impact_fraction(model, [p.tau for p in pre], v.x)
-        rows = [contact_rows(p, tau, model.bodies, state.rotation, options,
-                             model.world.constraint_frequency,
-                             model.world.constraint_damping, scene.dt)
-                for p in pre]
+        tau = body_impact_fraction(model, [p.tau for p in pre], v.x) if pre else 0.0
+        rows += [contact_rows(p, tau, model.bodies, state.rotation, options,
+                              model.world.constraint_frequency,
+                              model.world.constraint_damping, scene.dt)
+                 for p in pre]
         v_free, w_free = v, w
         v, w = solve(rows, v, w, options.iterations, options.friction_model)
-        v_move = Vec3(*(a + tau * (b - a) for a, b in zip(v, v_free)))
-        w_move = Vec3(*(a + tau * (b - a) for a, b in zip(w, w_free)))
+        v_move, w_move = v, w
+        if pre:
+            v_move = Vec3(*(a + tau * (b - a) for a, b in zip(v, v_free)))
+            w_move = Vec3(*(a + tau * (b - a) for a, b in zip(w, w_free)))
     dt = scene.dt
     position = state.position + v_move.scale(dt)
     rotation = add_mat(state.rotation, skew_times(w_move.scale(dt), state.rotation))

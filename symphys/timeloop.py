@@ -22,17 +22,45 @@ from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.op import io_connection_pattern
 
 from symphys.contacts import contact_blocks
-from symphys.model import STATE_SIZE, LeafLayout, State, model_from_leaves
+from symphys.joints import (JOINT_LEAVES, MOTOR_LEAVES, JointFrames, MotorArrays,
+                            joint_blocks, jointed_groups, motor_blocks)
+from symphys.model import STATE_SIZE, LeafLayout, State, model_from_leaves, n_model_leaves
 from symphys.scene import Scene
 from symphys.step import StepModel, step
 
 
+def articulation_leaves(frames: JointFrames | None, motors: MotorArrays | None,
+                        action) -> list:
+    """Joint frames, motor arrays and the action (B, M), in the order
+    `_step_fn` reads them after the model leaves."""
+    leaves = []
+    if frames is not None:
+        leaves += frames.leaves()
+    if motors is not None:
+        leaves += motors.leaves() + [action]
+    return [pt.as_tensor_variable(x) for x in leaves]
+
+
 def _step_fn(scene: Scene):
     blocks = tuple(contact_blocks(scene))
+    layout = LeafLayout.of(scene)
+    n_model = n_model_leaves(layout)
+    articulation = dict(joint_blocks=tuple(joint_blocks(scene)),
+                        motor_blocks=tuple(motor_blocks(scene)),
+                        jointed=tuple(jointed_groups(scene)))
 
     def run(state_flat, leaves):
-        bodies, world = model_from_leaves(leaves, LeafLayout.of(scene))
-        model = StepModel(scene, bodies, world, blocks)
+        bodies, world = model_from_leaves(leaves[:n_model], layout)
+        rest = list(leaves[n_model:])
+        frames = motors = action = None
+        if scene.joints:
+            frames = JointFrames.from_leaves(rest[:JOINT_LEAVES])
+            rest = rest[JOINT_LEAVES:]
+        if scene.motors:
+            motors = MotorArrays(*rest[:MOTOR_LEAVES])
+            action = rest[MOTOR_LEAVES]
+        model = StepModel(scene, bodies, world, blocks, frames=frames, motors=motors,
+                          action=action, **articulation)
         return step(model, State.from_flat(state_flat)).flat()
 
     return run

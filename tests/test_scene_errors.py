@@ -155,3 +155,74 @@ def test_builder_equals_file(tmp_path):
     assert built.bodies == loaded.bodies and built.ground == loaded.ground
     assert built.structure_key() == loaded.structure_key()
     np.testing.assert_equal(built.parameters(), loaded.parameters())
+
+
+# -- joints and motors ----------------------------------------------------------
+def _jointed(joint=None, motor=None):
+    doc = _doc()
+    doc["bodies"].append({"name": "c", "shape": "box", "size": [0.1, 0.1, 0.1], "mass": 1.0,
+                          "position": [0, 0, 0.5]})
+    entry = {"name": "j", "type": "hinge", "parent": "b", "child": "c",
+             "anchor": [0, 0, 0.75], "axis": [0, 1, 0]}
+    entry.update(joint or {})
+    doc["joints"] = [entry]
+    if motor is not None:
+        doc["motors"] = [dict({"name": "m", "joint": "j"}, **motor)]
+    return doc
+
+
+def test_valid_joint_and_motor_load(tmp_path):
+    scene = sp.load_scene(_write(tmp_path, _jointed(motor={"gain": 5.0})))
+    assert scene.joint_names == ("j",) and scene.motor_names == ("m",)
+    # "auto" contacts skip the jointed pair (both still touch the ground).
+    assert {(c.a, c.b) for c in scene.contacts} == {("b", "ground"), ("c", "ground")}
+    assert "j.anchor" in scene.parameters() and "m.gain" in scene.parameters()
+
+
+@pytest.mark.parametrize("joint, field, text", [
+    ({"type": "screw"}, "type", "unknown value 'screw'"),
+    ({"parent": "bb"}, "parent", "did you mean 'b'"),
+    ({"child": "world"}, "child", "unknown body 'world'"),
+    ({"child": "b"}, "child", "jointed to itself"),
+    ({"axis": [0, 0, 0]}, "axis", "zero axis"),
+    ({"axis": [0, 1]}, "axis", "list of 3 numbers"),
+    ({"limits": [0.5, -0.5]}, "limits", "low < high"),
+    ({"type": "ball", "axis": [0, 1, 0]}, "axis", "not used by a ball joint"),
+    ({"anchor": None}, "anchor", "missing"),
+])
+def test_joint_errors_name_joint_and_field(tmp_path, joint, field, text):
+    doc = _jointed({k: v for k, v in joint.items() if v is not None})
+    if joint.get("anchor", 0) is None:
+        del doc["joints"][0]["anchor"]
+    msg = _error(tmp_path, doc)
+    assert "joint 'j'" in msg and f"field '{field}'" in msg and text in msg
+
+
+def test_duplicate_joint_name(tmp_path):
+    doc = _jointed()
+    doc["joints"].append(dict(doc["joints"][0]))
+    assert "duplicate joint name" in _error(tmp_path, doc)
+
+
+@pytest.mark.parametrize("motor, field, text", [
+    ({"joint": "k"}, "joint", "unknown joint 'k'"),
+    ({"mode": "servo"}, "mode", "unknown value 'servo'"),
+    ({"gain": 0}, "gain", "must be > 0"),
+    ({"max_torque": -1}, "max_torque", "must be > 0"),
+    ({"command_range": [1, 1]}, "command_range", "low < high"),
+])
+def test_motor_errors_name_motor_and_field(tmp_path, motor, field, text):
+    msg = _error(tmp_path, _jointed(motor=motor))
+    assert "motor 'm'" in msg and f"field '{field}'" in msg and text in msg
+
+
+def test_motor_on_a_ball_joint_is_refused(tmp_path):
+    doc = _jointed({"type": "ball"}, motor={})
+    del doc["joints"][0]["axis"]
+    assert "motors drive hinge and slider joints only" in _error(tmp_path, doc)
+
+
+def test_unknown_joint_parameter_suggests(tmp_path):
+    scene = sp.load_scene(_write(tmp_path, _jointed(motor={})))
+    with pytest.raises(ParameterError, match="did you mean 'j.anchor'"):
+        sp.simulate(scene, 2, params={"j.anchr": [0, 0, 0]})

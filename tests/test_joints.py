@@ -1,0 +1,217 @@
+"""Joints and motors against analytic answers and equations of motion."""
+
+import numpy as np
+import pytest
+import sympy
+from scipy.integrate import solve_ivp
+
+import symphys as sp
+from symphys.algebra import Vec3
+from symphys.model import principal_inertia
+from symphys.scene import Shape
+from scenes import (BACKEND, FLAP_LIMITS, ROD_LENGTH, SLIDE_ANGLE, chain, double_pendulum,
+                    gadgets, pendulum)
+
+G = 9.81
+# Multi-body articulated scenes run on JAX here: their cold Numba compile
+# takes 5-10 minutes each on CI's 2 cores (one LLVM function per fused loop;
+# see README, "Compile times"); JAX compiles them in about a minute. The
+# pendulum (with its motor) runs on Numba.
+ARTICULATED = "jax"
+
+
+@pytest.fixture(scope="module")
+def pendulum_scene():
+    return pendulum()
+
+
+def _crossings(t, x):
+    """Times where x crosses 0 upwards (linear interpolation)."""
+    i = np.where((x[:-1] < 0) & (x[1:] >= 0))[0]
+    return t[i] + (t[i + 1] - t[i]) * (-x[i]) / (x[i + 1] - x[i])
+
+
+def _rod_inertia_about_pivot():
+    lateral = float(principal_inertia(Shape.CAPSULE, 1.0, 0.02, Vec3(0, 0, 0), ROD_LENGTH).x)
+    return lateral + 1.0 * (ROD_LENGTH / 2) ** 2
+
+
+def test_pendulum_period_matches_physical_pendulum(pendulum_scene):
+    """Small swings of a capsule about its end: T = 2 pi sqrt(I_p / (m g d))."""
+    tr = sp.simulate(pendulum_scene, 4000, backend=BACKEND,
+                     params={"rod.angular_velocity": [0, 0.3, 0], "servo.max_torque": 0.0})
+    period = np.diff(_crossings(tr.time, tr.position["rod"][:, 0]))
+    expected = 2 * np.pi * np.sqrt(_rod_inertia_about_pivot() / (G * ROD_LENGTH / 2))
+    assert len(period) >= 1
+    np.testing.assert_allclose(period, expected, rtol=0.01)
+    # The hinge holds the rod's top at the pivot.
+    top = tr.position["rod"] + tr.rotation["rod"] @ np.array([0, 0, ROD_LENGTH / 2])
+    assert np.abs(top).max() < 1e-4
+
+
+def _hinge_angle(tr):
+    """Rod angle about +y from straight down, from its centre's position."""
+    x, z = tr.position["rod"][:, 0], tr.position["rod"][:, 2]
+    return np.arctan2(-x, -z)
+
+
+def test_position_servo_reaches_target_within_torque_limit(pendulum_scene):
+    target, max_torque, dt = 0.5, 3.0, pendulum_scene.dt
+    tr = sp.simulate(pendulum_scene, 3000, backend=BACKEND, action=[target])
+    q = _hinge_angle(tr)
+    # Gravity's torque at 0.5 rad (m g d sin q = 2.35 N m) is within the limit,
+    # so the servo settles on its target (the remaining error: gain 10/s
+    # against the position drift each step).
+    assert q[-1] == pytest.approx(target, abs=2e-3)
+    # Torque about the pivot: I_p dw/dt = -m g d sin(q) + motor. The motor's
+    # share never exceeds max_torque. (The joint rows exert no torque about
+    # the pivot once converged; after 4 sweeps their residue shows up here as
+    # up to 2% when the servo switches from its torque to its rate limit.)
+    w = tr.angular_velocity["rod"][:, 1]
+    motor = _rod_inertia_about_pivot() * np.diff(w) / dt + G * (ROD_LENGTH / 2) * np.sin(q[:-1])
+    assert np.abs(motor).max() <= max_torque * 1.03
+    assert np.abs(motor).max() >= max_torque * 0.95    # it saturated on the way
+    # The servo's target rate is capped at max_velocity (2 rad/s).
+    assert np.abs(w).max() <= 2.0 + 1e-3
+
+
+# -- double pendulum against Lagrange's equations (SymPy) ----------------------
+def _double_pendulum_reference(theta0, times):
+    """Absolute link angles of two uniform boxes (0.5 m, masses 1 and 0.6)
+    from Lagrange's equations derived with SymPy, integrated by SciPy."""
+    t = sympy.symbols("t")
+    th1, th2 = sympy.Function("th1")(t), sympy.Function("th2")(t)
+    length, width, m1, m2 = 0.5, 0.05, 1.0, 0.6
+    i1, i2 = (m * (length ** 2 + width ** 2) / 12 for m in (m1, m2))
+    d = length / 2
+    c1 = sympy.Matrix([d * sympy.sin(th1), -d * sympy.cos(th1)])
+    c2 = sympy.Matrix([length * sympy.sin(th1) + d * sympy.sin(th2),
+                       -length * sympy.cos(th1) - d * sympy.cos(th2)])
+    v1, v2 = c1.diff(t), c2.diff(t)
+    kinetic = (m1 * v1.dot(v1) + m2 * v2.dot(v2) + i1 * th1.diff(t) ** 2
+               + i2 * th2.diff(t) ** 2) / 2
+    potential = G * (m1 * c1[1] + m2 * c2[1])
+    lagrangian = kinetic - potential
+    eqs = [sympy.diff(lagrangian.diff(q.diff(t)), t) - lagrangian.diff(q) for q in (th1, th2)]
+    acc = sympy.symbols("a1 a2")
+    subs = {th1.diff(t, 2): acc[0], th2.diff(t, 2): acc[1]}
+    solution = sympy.solve([e.subs(subs) for e in eqs], acc, dict=True)[0]
+    q1, q2, w1, w2 = sympy.symbols("q1 q2 w1 w2")
+    state = {th1.diff(t): w1, th2.diff(t): w2}
+    names = {th1: q1, th2: q2}
+    accel = [solution[a].subs(state).subs(names) for a in acc]
+    f = sympy.lambdify((q1, q2, w1, w2), accel, "numpy")
+
+    def rhs(_, y):
+        a1, a2 = f(*y)
+        return [y[2], y[3], a1, a2]
+
+    sol = solve_ivp(rhs, (0, times[-1]), [theta0[0], theta0[1], 0.0, 0.0], t_eval=times,
+                    rtol=1e-11, atol=1e-12)
+    return sol.y[0], sol.y[1]
+
+
+def test_double_pendulum_matches_lagrange_equations():
+    theta0 = (0.6, -0.4)
+    scene = double_pendulum(*theta0)
+    steps = int(round(1.0 / scene.dt))
+    tr = sp.simulate(scene, steps, backend=ARTICULATED)
+    upper, lower = tr.position["upper"], tr.position["lower"]
+    elbow = 2 * upper          # the upper link's centre is halfway to the elbow
+    th1 = np.arctan2(upper[:, 0], -upper[:, 2])
+    th2 = np.arctan2(lower[:, 0] - elbow[:, 0], -(lower[:, 2] - elbow[:, 2]))
+    ref1, ref2 = _double_pendulum_reference(theta0, tr.time)
+    assert np.abs(th1 - ref1).max() < 1e-3
+    assert np.abs(th2 - ref2).max() < 1e-3
+    # The motion is large (not a trivial check): the lower link swings by > 1 rad.
+    assert np.ptp(ref2) > 1.0
+
+
+def test_chain_joints_do_not_drift():
+    """A 5-link chain released from horizontal swings for 10 s; every joint's
+    anchor points stay within 1 mm of each other."""
+    scene = chain()
+    steps = int(round(10.0 / scene.dt))
+    tr = sp.simulate(scene, steps, backend=ARTICULATED)
+    half = np.array([0.0, 0.0, 0.15])
+    worst = 0.0
+    for i in range(len(scene.bodies)):
+        pos, rot = tr.position[f"link{i}"], tr.rotation[f"link{i}"]
+        top = pos - rot @ half
+        if i == 0:
+            worst = max(worst, np.linalg.norm(top, axis=-1).max())
+        else:
+            prev = tr.position[f"link{i - 1}"] + tr.rotation[f"link{i - 1}"] @ half
+            worst = max(worst, np.linalg.norm(top - prev, axis=-1).max())
+    assert worst < 1e-3
+    # It swung: the last link fell well below the pivot.
+    assert tr.position["link4"][:, 2].min() < -1.0
+
+
+# -- slider, fixed, hinge limits and ball joints (one scene) -------------------
+@pytest.fixture(scope="module")
+def gadgets_run():
+    scene = gadgets()
+    return scene, sp.simulate(scene, 1500, backend=ARTICULATED)
+
+
+def test_slider_slides_like_a_frictionless_incline(gadgets_run):
+    """Along the axis the box accelerates at g sin(30 deg); semi-implicit
+    Euler: v_n = n dt a, q_n = dt^2 a n (n + 1) / 2. It does not turn."""
+    scene, tr = gadgets_run
+    axis = np.array([np.cos(SLIDE_ANGLE), 0.0, -np.sin(SLIDE_ANGLE)])
+    n = np.arange(len(tr.time))
+    a, dt = G * np.sin(SLIDE_ANGLE), scene.dt
+    q = tr.position["slide"] @ axis
+    np.testing.assert_allclose(q, dt * dt * a * n * (n + 1) / 2, rtol=1e-6, atol=1e-9)
+    off_axis = tr.position["slide"] - q[:, None] * axis
+    assert np.abs(off_axis).max() < 1e-6
+    assert np.abs(tr.rotation["slide"] - np.eye(3)).max() < 1e-6
+
+
+def test_welded_pair_moves_as_one_body(gadgets_run):
+    """Internal weld impulses cancel: total momentum changes by M g t exactly;
+    the knob keeps its place in the frame's coordinates."""
+    scene, tr = gadgets_run
+    masses = {"frame": 2.0, "knob": 0.7}
+    momentum = sum(m * tr.velocity[b] for b, m in masses.items())
+    expected = momentum[0] + np.outer(tr.time, [0, 0, -G * sum(masses.values())])
+    np.testing.assert_allclose(momentum, expected, rtol=0, atol=1e-9)
+    local = np.einsum("tji,tj->ti", tr.rotation["frame"],
+                      tr.position["knob"] - tr.position["frame"])
+    assert np.abs(local - [0.25, 0, 0.05]).max() < 1e-4
+    relative = np.einsum("tji,tjk->tik", tr.rotation["frame"], tr.rotation["knob"])
+    assert np.abs(relative - np.eye(3)).max() < 1e-4
+    # It spins (the check is not of a body at rest).
+    assert np.abs(tr.rotation["frame"][-1] - np.eye(3)).max() > 0.5
+
+
+def test_hinge_limit_stops_the_flap(gadgets_run):
+    scene, tr = gadgets_run
+    centre = tr.position["flap"] - [10.0, 0.0, 0.0]
+    q = np.arctan2(-centre[:, 2], centre[:, 0])   # rotation about +y
+    assert q.max() <= FLAP_LIMITS[1] + 2e-3
+    assert q.max() >= FLAP_LIMITS[1] - 2e-3       # it reached the limit
+    assert q[-1] == pytest.approx(FLAP_LIMITS[1], abs=2e-3)   # and rests on it
+    assert np.abs(centre[:, 1]).max() < 1e-6      # in its plane
+
+
+def test_ball_joint_keeps_vertical_angular_momentum(gadgets_run):
+    """A spherical pendulum: gravity and the socket exert no torque about the
+    vertical through the socket, so L_z about it is constant."""
+    scene, tr = gadgets_run
+    pivot, mass = np.array([15.0, 0.0, 0.0]), 0.8
+    inertia = np.asarray(principal_inertia(Shape.CAPSULE, mass, 0.03, Vec3(0, 0, 0), 0.6),
+                         dtype=float)
+    rot, w = tr.rotation["top"], tr.angular_velocity["top"]
+    spin = np.einsum("tij,j,tkj,tk->ti", rot, inertia, rot, w)   # R I R^T w
+    orbit = mass * np.cross(tr.position["top"] - pivot, tr.velocity["top"])
+    lz = (spin + orbit)[:, 2]
+    # The first step's socket impulse (the capsule starts with w but no v)
+    # acts at the pivot too, so L_z holds from the start, up to the
+    # first-order integration of the gyroscopic term and the rotation
+    # (1% over these 3 s at dt = 2 ms).
+    np.testing.assert_allclose(lz, lz[0], rtol=3e-2)
+    assert abs(lz[0]) > 0.01
+    distance = np.linalg.norm(tr.position["top"] - pivot, axis=-1)
+    np.testing.assert_allclose(distance, 0.3, atol=1e-3)
