@@ -196,6 +196,7 @@ def build_joint_arrays(scene: Scene, p: dict, batched: set[str]):
     """(JointFrames or None, MotorArrays or None) from the parameters `p`."""
     def column(x):
         x = pt.as_tensor_variable(x)
+        x = x if x.dtype == "float64" else x.astype("float64")   # numeric frames
         return x.reshape((1,)) if x.ndim == 0 else x
 
     def stack(values):

@@ -169,7 +169,7 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
 
     def world(name, default=0.0):
         if name not in p:
-            return pt.constant(default)
+            return pt.constant(default, dtype="float64")
         return _world_scalar(p[name], name in batched)
 
     g = p["world.gravity"]

@@ -20,7 +20,7 @@ from symphys.joints import build_joint_arrays
 from symphys.model import STATE_SIZE, build_model, model_leaves
 from symphys.params import check_names, default_parameters, parameter_shapes
 from symphys.scene import Scene
-from symphys.timeloop import articulation_leaves, time_loop
+from symphys.timeloop import LoopOptions, Policy, articulation_leaves, time_loop
 
 
 def quiet_graph_building():
@@ -72,28 +72,81 @@ def motor_action(scene: Scene, action, like):
     return base + action
 
 
-def rollout_states(scene: Scene, steps, params: dict | None = None, action=None):
+def _policy_inputs(scene: Scene, controller, controller_params, task, like):
+    """(Policy, its leaves, extra initial state) for a closed-loop rollout."""
+    if not scene.motors:
+        raise ParameterError(f"{scene.source}: a controller needs motors to drive; "
+                             "the scene has none")
+    n_in = getattr(controller, "n_in", None)
+    if n_in is not None and n_in != scene.n_observations:
+        raise ParameterError(
+            f"{scene.source}: the controller reads {n_in} inputs but the scene's sensors "
+            f"give {scene.n_observations} ({[x.name for x in scene.sensors]})")
+    n_out = getattr(controller, "n_out", len(scene.motors))
+    if n_out != len(scene.motors):
+        raise ParameterError(f"{scene.source}: the controller gives {n_out} actions but the "
+                             f"scene has {len(scene.motors)} motors {list(scene.motor_names)}")
+    shapes = controller.parameter_shapes()
+    given = dict(controller_params or {})
+    missing = [k for k in shapes if k not in given]
+    if missing:
+        raise ParameterError(f"controller parameters missing: {missing}")
+    unknown = [k for k in given if k not in shapes]
+    if unknown:
+        raise ParameterError(f"unknown controller parameters {unknown}; "
+                             f"expected {sorted(shapes)}")
+    names = tuple(shapes)
+    leaves = [pt.as_tensor_variable(given[k]) for k in names]
+    has_task = scene.n_targets > 0
+    if has_task:
+        if task is None:
+            raise ParameterError(f"{scene.source}: the scene has target sensors: pass "
+                                 f"task=(B, {scene.n_targets}) inputs")
+        task = pt.as_tensor_variable(task)
+        leaves.append(pt.zeros_like(like[:, :1]) + (task if task.ndim == 2 else task[None]))
+    time0 = pt.zeros_like(like[:, :1])
+    carry0 = [pt.zeros_like(like[:, :1]) + np.zeros(h) for h in controller.carry_sizes()]
+    return Policy(controller, names, has_task), leaves, [time0, *carry0]
+
+
+def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
+                   controller=None, controller_params: dict | None = None, task=None,
+                   options: LoopOptions = LoopOptions()):
     """(list of 18 state-component sequences (steps+1, B, N), batched names).
 
     Components follow `State.flat()`: position xyz, rotation (9, row-major),
     velocity xyz, angular velocity xyz; entry 0 is the initial state.
-    action: motor commands held for the whole rollout, (M,) or (B, M).
+    action: motor commands held for the whole rollout, (M,) or (B, M); or
+    controller (`symphys.nn`) with its parameters {name: tensor}, reading the
+    scene's sensors each step (task: (B, n_targets) target inputs).
+    options: gradient decay / truncation of the reverse pass.
     """
     p = full_parameters(scene, params)
     batched = split_batched(scene, p)
     with quiet_graph_building():
         bodies, world, state0 = build_model(scene, p, batched)
         frames, motors = build_joint_arrays(scene, p, batched)
-        if frames is not None:
-            # A batched anchor or motor gain makes every world's state batched.
-            template = sum(x[:, :1] * 0.0 for x in frames.leaves() + (
-                motors.leaves() if motors is not None else []))
+        extra_leaves = list(frames.leaves()) if frames is not None else []
+        extra_leaves += motors.leaves() if motors is not None else []
+        if task is not None and pt.as_tensor_variable(task).ndim == 2:
+            extra_leaves.append(pt.as_tensor_variable(task))
+        if extra_leaves:
+            # A batched anchor, motor gain or task makes every world's state batched.
+            template = sum(x[:, :1] * 0.0 for x in extra_leaves)
             state0 = state0.__class__.from_flat([c + template for c in state0.flat()])
+        policy, policy_leaves, extra_state = None, [], []
+        if controller is not None:
+            if action is not None:
+                raise ParameterError("give either action or controller, not both")
+            policy, policy_leaves, extra_state = _policy_inputs(
+                scene, controller, controller_params, task, state0.position.x)
+        elif motors is not None:
+            action = motor_action(scene, action, state0.position.x)
         leaves = model_leaves(bodies, world) + articulation_leaves(
-            frames, motors, motor_action(scene, action, state0.position.x)
-            if motors is not None else None)
-        seqs = time_loop(scene, state0.flat(), leaves, steps)
-        full = [pt.concatenate([c0[None], s], axis=0) for c0, s in zip(state0.flat(), seqs)]
+            frames, motors, action if policy is None else None) + policy_leaves
+        seqs = time_loop(scene, state0.flat() + extra_state, leaves, steps, policy, options)
+        full = [pt.concatenate([c0[None], s], axis=0)
+                for c0, s in zip(state0.flat(), seqs[:STATE_SIZE])]
     assert len(full) == STATE_SIZE
     return full, batched
 
@@ -120,12 +173,17 @@ def trajectory_from_components(scene: Scene, comps, steps, batched: bool,
         batched=batched)
 
 
-def rollout(scene: Scene, steps, params: dict | None = None, action=None) -> Trajectory:
+def rollout(scene: Scene, steps, params: dict | None = None, action=None, controller=None,
+            controller_params: dict | None = None, task=None,
+            options: LoopOptions = LoopOptions()) -> Trajectory:
     """Symbolic trajectory of `steps` steps (an int or a symbolic scalar).
 
     params: {name: tensor or array} for any parameter; the rest take the
     scene's defaults. A value with a leading batch axis makes a batched
     rollout (all batched values share B).
     """
-    comps, batched = rollout_states(scene, steps, params, action)
-    return trajectory_from_components(scene, comps, steps, bool(batched))
+    comps, batched = rollout_states(scene, steps, params, action, controller,
+                                    controller_params, task, options)
+    per_world = any(x is not None and pt.as_tensor_variable(x).ndim == 2
+                    for x in (action, task))
+    return trajectory_from_components(scene, comps, steps, bool(batched) or per_world)

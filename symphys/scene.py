@@ -153,6 +153,45 @@ class Motor:
     command_range: tuple[float, float] | None = None
 
 
+class SensorKind(enum.Enum):
+    JOINT_ANGLE = "joint_angle"            # q of a hinge/slider: 1 value
+    JOINT_RATE = "joint_rate"              # dq/dt: 1
+    POSITION = "position"                  # body centre, world: 3
+    VELOCITY = "velocity"                  # body centre velocity: 3
+    ANGULAR_VELOCITY = "angular_velocity"  # world frame: 3
+    ORIENTATION = "orientation"            # rotation matrix, row-major: 9
+    CONTACT = "contact"                    # 1 when within `margin` of the ground: 1
+    TIME = "time"                          # sin, cos of 2 pi f t per frequency: 2 each
+    TARGET = "target"                      # a task input given per world: `size`
+
+
+@dataclass(frozen=True)
+class Sensor:
+    """One block of the observation vector (see `SensorKind` for sizes).
+
+    source: the joint or body read (empty for time and target);
+    frequencies: Hz, for time features; size: length of a target input;
+    margin: contact distance (m)."""
+
+    name: str
+    kind: SensorKind
+    source: str = ""
+    frequencies: tuple[float, ...] = ()
+    size: int = 0
+    margin: float = 0.005
+
+    @property
+    def width(self) -> int:
+        fixed = {SensorKind.JOINT_ANGLE: 1, SensorKind.JOINT_RATE: 1, SensorKind.POSITION: 3,
+                 SensorKind.VELOCITY: 3, SensorKind.ANGULAR_VELOCITY: 3,
+                 SensorKind.ORIENTATION: 9, SensorKind.CONTACT: 1}
+        if self.kind is SensorKind.TIME:
+            return 2 * len(self.frequencies)
+        if self.kind is SensorKind.TARGET:
+            return self.size
+        return fixed[self.kind]
+
+
 @dataclass(frozen=True)
 class ContactPair:
     """Two bodies (or a body and "ground") that may touch."""
@@ -174,6 +213,7 @@ class Scene:
     contacts: tuple[ContactPair, ...]
     joints: tuple[Joint, ...] = ()
     motors: tuple[Motor, ...] = ()
+    sensors: tuple[Sensor, ...] = ()
     source: str = "<builder>"
     raw: str = field(default="", repr=False, compare=False)
 
@@ -192,6 +232,14 @@ class Scene:
     @property
     def motor_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.motors)
+
+    @property
+    def n_observations(self) -> int:
+        return sum(s.width for s in self.sensors)
+
+    @property
+    def n_targets(self) -> int:
+        return sum(s.width for s in self.sensors if s.kind is SensorKind.TARGET)
 
     def parameters(self) -> dict[str, np.ndarray]:
         """All differentiable parameters with their default values."""
@@ -227,5 +275,7 @@ class Scene:
                        for j in self.joints],
             "motors": [(m.name, m.joint, m.mode.value, m.command_range)
                        for m in self.motors],
+            "sensors": [(x.kind.value, x.source, x.frequencies, x.size, x.margin)
+                        for x in self.sensors],
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]

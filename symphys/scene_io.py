@@ -18,8 +18,8 @@ import numpy as np
 
 from symphys.errors import SceneError
 from symphys.scene import (WORLD, Body, ContactModel, ContactPair, FrictionModel,
-                           Ground, Joint, JointType, Motor, MotorMode, Scene, Shape,
-                           SolverOptions)
+                           Ground, Joint, JointType, Motor, MotorMode, Scene, Sensor,
+                           SensorKind, Shape, SolverOptions)
 
 FORMAT = "symphys-scene/1"
 GROUND = "ground"
@@ -37,6 +37,7 @@ _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "renormalisation_iterations"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
 _JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "limits"}
+_SENSOR_FIELDS = {"name", "type", "joint", "body", "frequencies", "size", "margin"}
 _MOTOR_FIELDS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque",
                  "command_range"}
 
@@ -427,6 +428,57 @@ def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
     return tuple(motors)
 
 
+_JOINT_SENSORS = (SensorKind.JOINT_ANGLE, SensorKind.JOINT_RATE)
+_BODY_SENSORS = (SensorKind.POSITION, SensorKind.VELOCITY, SensorKind.ANGULAR_VELOCITY,
+                 SensorKind.ORIENTATION, SensorKind.CONTACT)
+
+
+def _read_sensors(doc, source: str, bodies, joints) -> tuple[Sensor, ...]:
+    body_names = [b.name for b in bodies]
+    joint_by_name = {j.name: j for j in joints}
+    sensors, seen = [], set()
+    for i, entry in enumerate(_named_items(doc, source, "sensors", "sensor")):
+        r = _Reader(entry, source, _item_label(entry, "sensor", "sensors", i), _SENSOR_FIELDS)
+        kind = r.enum("type", SensorKind, SensorKind.TIME) if r.has("type") else r.fail(
+            "type", f"missing; allowed: {[k.value for k in SensorKind]}")
+        source_name, frequencies, size = "", (), 0
+        wanted = {"joint": kind in _JOINT_SENSORS, "body": kind in _BODY_SENSORS,
+                  "frequencies": kind is SensorKind.TIME, "size": kind is SensorKind.TARGET,
+                  "margin": kind is SensorKind.CONTACT}
+        for key, used in wanted.items():
+            if r.has(key) and not used:
+                r.fail(key, f"not used by a {kind.value} sensor")
+        if kind in _JOINT_SENSORS:
+            source_name = r.string("joint")
+            if source_name not in joint_by_name:
+                r.fail("joint", f"unknown joint '{source_name}'"
+                       + closest(source_name, list(joint_by_name)))
+            if not joint_by_name[source_name].has_coordinate:
+                r.fail("joint", f"joint '{source_name}' is a "
+                       f"{joint_by_name[source_name].type.value} joint; joint sensors "
+                       "read hinges and sliders")
+        elif kind in _BODY_SENSORS:
+            source_name = r.string("body")
+            if source_name not in body_names:
+                r.fail("body", f"unknown body '{source_name}'"
+                       + closest(source_name, body_names))
+        elif kind is SensorKind.TIME:
+            values = r.doc.get("frequencies")
+            if not isinstance(values, list) or not values:
+                r.fail("frequencies", "expected a non-empty list of frequencies (Hz)")
+            frequencies = r.vector("frequencies", len(values), positive=True)
+        else:
+            size = r.number("size", positive=True, integer=True)
+        name = r.string("name", f"{kind.value}:{source_name}" if source_name else kind.value)
+        if name in seen:
+            r.fail("name", f"duplicate sensor name '{name}'")
+        seen.add(name)
+        sensors.append(Sensor(name=name, kind=kind, source=source_name,
+                              frequencies=frequencies, size=size,
+                              margin=r.number("margin", 0.005, nonneg=True)))
+    return tuple(sensors)
+
+
 def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
     """Validate a `symphys-scene/1` document into a `Scene`."""
     _check_finite_tree(doc, source)
@@ -456,16 +508,16 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
             raise SceneError("duplicate body name", source=source,
                              item=f"body '{b.name}'", field="name")
         seen.add(b.name)
-    for unsupported in ("sensors", "cameras"):
-        if doc.get(unsupported):
-            r.fail(unsupported, "not supported by this version of symphys yet")
+    if doc.get("cameras"):
+        r.fail("cameras", "not supported by this version of symphys yet")
     joints = _read_joints(doc, source, bodies)
     motors = _read_motors(doc, source, joints)
+    sensors = _read_sensors(doc, source, bodies, joints)
     contacts = _read_contacts(doc.get("contacts", "auto"), source, bodies,
                               ground is not None, joints)
     return Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
                  bodies=bodies, contacts=contacts, joints=joints, motors=motors,
-                 source=source, raw=raw)
+                 sensors=sensors, source=source, raw=raw)
 
 
 class SceneBuilder:
@@ -520,6 +572,15 @@ class SceneBuilder:
         entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
                       for k, v in fields.items()})
         self._doc.setdefault("motors", []).append(entry)
+        return self
+
+    def sensor(self, type: str, **fields) -> "SceneBuilder":
+        """An observation block; fields: joint or body, frequencies, size,
+        margin, name (see the scene format)."""
+        entry = {"type": type}
+        entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
+                      for k, v in fields.items()})
+        self._doc.setdefault("sensors", []).append(entry)
         return self
 
     def contacts(self, pairs) -> "SceneBuilder":

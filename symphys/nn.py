@@ -1,0 +1,217 @@
+"""Controllers as PyTensor graphs: observation (B, n_obs) -> action (B, M).
+
+Every controller is frozen data with named, shaped parameters:
+
+    controller.parameter_shapes()  {name: shape}
+    controller.init(seed)          {name: NumPy array}, sensible scales
+    controller.carry_sizes()       widths of its recurrent state (per world)
+    controller.apply(params, observation, carry, time) -> (action, carry)
+
+`apply` runs inside the rollout's time loop (closed loop): params are
+symbolic tensors, observation (B, n_obs), carry a list of (B, h) tensors,
+time (B, 1) seconds. Actions go to the motors in `scene.motors` order.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import pytensor.tensor as pt
+
+
+class Activation(enum.Enum):
+    RELU = "relu"
+    TANH = "tanh"
+    LINEAR = "linear"
+
+    def __call__(self, x):
+        if self is Activation.RELU:
+            return pt.maximum(x, 0.0)
+        if self is Activation.TANH:
+            return pt.tanh(x)
+        return x
+
+
+def _glorot(rng, shape, gain: float = 1.0) -> np.ndarray:
+    """Uniform Glorot initialisation for a (fan_in, fan_out) matrix."""
+    limit = gain * np.sqrt(6.0 / (shape[0] + shape[1]))
+    return rng.uniform(-limit, limit, size=shape)
+
+
+@dataclass(frozen=True)
+class MLP:
+    """Dense network n_in -> hidden... -> n_out. With no hidden layers it is
+    the linear controller. The output layer's activation (linear by
+    default) is scaled by `output_scale`; its weights start at
+    `output_init` times the Glorot scale (small: the robot starts near its
+    rest pose)."""
+
+    n_in: int
+    n_out: int
+    hidden: tuple[int, ...] = ()
+    activation: Activation = Activation.TANH
+    output: Activation = Activation.LINEAR
+    output_scale: float = 1.0
+    output_init: float = 0.1
+    prefix: str = "ctrl"
+
+    def _sizes(self):
+        return (self.n_in, *self.hidden, self.n_out)
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        sizes = self._sizes()
+        shapes = {}
+        for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            shapes[f"{self.prefix}.w{k}"] = (a, b)
+            shapes[f"{self.prefix}.b{k}"] = (b,)
+        return shapes
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(int(np.prod(s)) for s in self.parameter_shapes().values())
+
+    def init(self, seed: int = 0) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        out, n_layers = {}, len(self._sizes()) - 1
+        for name, shape in self.parameter_shapes().items():
+            if len(shape) == 1:
+                out[name] = np.zeros(shape)
+            else:
+                last = name.endswith(f".w{n_layers - 1}")
+                gain = self.output_init if last else (
+                    np.sqrt(2.0) if self.activation is Activation.RELU else 1.0)
+                out[name] = _glorot(rng, shape, gain)
+        return out
+
+    def carry_sizes(self) -> tuple[int, ...]:
+        return ()
+
+    def apply(self, params: dict, observation, carry: list, time):
+        x = observation
+        n_layers = len(self._sizes()) - 1
+        for k in range(n_layers):
+            x = pt.dot(x, params[f"{self.prefix}.w{k}"]) + params[f"{self.prefix}.b{k}"]
+            x = self.activation(x) if k < n_layers - 1 else self.output(x)
+        return x * self.output_scale, carry
+
+
+def Linear(n_in: int, n_out: int, **kwargs) -> MLP:
+    """The linear controller action = W obs + b."""
+    return MLP(n_in, n_out, hidden=(), **kwargs)
+
+
+@dataclass(frozen=True)
+class Elman:
+    """Elman recurrent network: h' = tanh(x Wx + h Wh + b), action = h' Wo + bo."""
+
+    n_in: int
+    n_hidden: int
+    n_out: int
+    output_scale: float = 1.0
+    prefix: str = "rnn"
+
+    def parameter_shapes(self):
+        p, h = self.prefix, self.n_hidden
+        return {f"{p}.wx": (self.n_in, h), f"{p}.wh": (h, h), f"{p}.b": (h,),
+                f"{p}.wo": (h, self.n_out), f"{p}.bo": (self.n_out,)}
+
+    def init(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        p, h = self.prefix, self.n_hidden
+        return {f"{p}.wx": _glorot(rng, (self.n_in, h)),
+                f"{p}.wh": np.linalg.qr(rng.normal(size=(h, h)))[0] * 0.9,
+                f"{p}.b": np.zeros(h), f"{p}.wo": _glorot(rng, (h, self.n_out), 0.1),
+                f"{p}.bo": np.zeros(self.n_out)}
+
+    def carry_sizes(self):
+        return (self.n_hidden,)
+
+    def apply(self, params, observation, carry, time):
+        p = self.prefix
+        h = pt.tanh(pt.dot(observation, params[f"{p}.wx"]) + pt.dot(carry[0], params[f"{p}.wh"])
+                    + params[f"{p}.b"])
+        return (pt.dot(h, params[f"{p}.wo"]) + params[f"{p}.bo"]) * self.output_scale, [h]
+
+
+@dataclass(frozen=True)
+class GRU:
+    """Gated recurrent unit (Cho et al. 2014) with a linear read-out."""
+
+    n_in: int
+    n_hidden: int
+    n_out: int
+    output_scale: float = 1.0
+    prefix: str = "gru"
+
+    def parameter_shapes(self):
+        p, h = self.prefix, self.n_hidden
+        shapes = {}
+        for gate in ("z", "r", "c"):
+            shapes[f"{p}.wx_{gate}"] = (self.n_in, h)
+            shapes[f"{p}.wh_{gate}"] = (h, h)
+            shapes[f"{p}.b_{gate}"] = (h,)
+        shapes[f"{p}.wo"] = (h, self.n_out)
+        shapes[f"{p}.bo"] = (self.n_out,)
+        return shapes
+
+    def init(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        out = {}
+        for name, shape in self.parameter_shapes().items():
+            if len(shape) == 1:
+                out[name] = np.zeros(shape)
+            else:
+                out[name] = _glorot(rng, shape, 0.1 if name.endswith(".wo") else 1.0)
+        return out
+
+    def carry_sizes(self):
+        return (self.n_hidden,)
+
+    def apply(self, params, observation, carry, time):
+        p, h = self.prefix, carry[0]
+
+        def gate(g, hidden):
+            return (pt.dot(observation, params[f"{p}.wx_{g}"]) + pt.dot(hidden, params[f"{p}.wh_{g}"])
+                    + params[f"{p}.b_{g}"])
+
+        z = pt.sigmoid(gate("z", h))
+        r = pt.sigmoid(gate("r", h))
+        candidate = pt.tanh(gate("c", r * h))
+        h_new = (1.0 - z) * h + z * candidate
+        return (pt.dot(h_new, params[f"{p}.wo"]) + params[f"{p}.bo"]) * self.output_scale, [h_new]
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    """Open-loop controller: action = scale * (features(t) W + b), features
+    sin(2 pi f t), cos(2 pi f t) for each frequency f (Hz). It ignores the
+    observation: a gait as a truncated Fourier series."""
+
+    n_out: int
+    frequencies: tuple[float, ...] = (1.0, 2.0)
+    output_scale: float = 1.0
+    prefix: str = "open"
+
+    def parameter_shapes(self):
+        return {f"{self.prefix}.w": (2 * len(self.frequencies), self.n_out),
+                f"{self.prefix}.b": (self.n_out,)}
+
+    def init(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        return {f"{self.prefix}.w": rng.normal(scale=0.1, size=(2 * len(self.frequencies),
+                                                                self.n_out)),
+                f"{self.prefix}.b": np.zeros(self.n_out)}
+
+    def carry_sizes(self):
+        return ()
+
+    def apply(self, params, observation, carry, time):
+        features = []
+        for f in self.frequencies:
+            phase = 2.0 * np.pi * f * time
+            features += [pt.sin(phase), pt.cos(phase)]
+        x = pt.concatenate(features, axis=1)
+        return (pt.dot(x, params[f"{self.prefix}.w"]) + params[f"{self.prefix}.b"]) \
+            * self.output_scale, carry

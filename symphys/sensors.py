@@ -1,0 +1,92 @@
+"""Sensors: the observation tensor a controller reads each step.
+
+`observe` concatenates the scene's sensors, in the order of
+`scene.sensors`, into one (B, n_obs) tensor (`Sensor.width` columns each):
+
+    joint_angle, joint_rate   q and dq/dt of a hinge or slider      1 each
+    position, velocity        a body's centre and its velocity      3 each
+    angular_velocity          world frame                           3
+    orientation               rotation matrix, row-major            9
+    contact                   1.0 within `margin` of the ground     1
+    time                      sin(2 pi f t), cos(2 pi f t) per f    2 per f
+    target                    task inputs given per world           size
+
+A contact flag is a step function: its gradient is 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+
+from symphys.joints import JointFrames, _pose, coordinate, joint_rate
+from symphys.model import BodyArrays, State, WorldArrays
+from symphys.scene import WORLD, Scene, SensorKind, Shape
+
+
+def _column(x, i: int):
+    """(B, N) -> (B, 1): body i."""
+    return x[:, i:i + 1]
+
+
+def _lowest_gap(scene: Scene, i: int, bodies: BodyArrays, world: WorldArrays, state: State):
+    """Height of body i's lowest point above the ground, (B, 1)."""
+    shape = scene.bodies[i].shape
+    z = _column(state.position.z, i)
+    rot = state.rotation
+    if shape is Shape.SPHERE:
+        reach = _column(bodies.radius, i)
+    elif shape is Shape.BOX:
+        h = bodies.half_size
+        reach = sum(pt.abs(_column(r, i)) * _column(c, i)
+                    for r, c in zip((rot.zx, rot.zy, rot.zz), h))
+    else:
+        reach = pt.abs(_column(rot.zz, i)) * _column(bodies.half_length, i) + _column(
+            bodies.radius, i)
+    return z - reach - world.ground_height
+
+
+def observe(scene: Scene, state: State, time, task, bodies: BodyArrays, world: WorldArrays,
+            frames: JointFrames | None, v=None, w=None):
+    """Observation (B, n_obs) of `state` at time `time` (B, 1); task:
+    (B, n_targets) or None; v, w: velocities to read (default the state's)."""
+    v = state.velocity if v is None else v
+    w = state.angular_velocity if w is None else w
+    body_index = {b.name: i for i, b in enumerate(scene.bodies)}
+    joint_index = {j.name: i for i, j in enumerate(scene.joints)}
+    columns, target_at = [], 0
+    like = state.position.x[:, :1]
+    for sensor in scene.sensors:
+        kind = sensor.kind
+        if kind in (SensorKind.JOINT_ANGLE, SensorKind.JOINT_RATE):
+            j = joint_index[sensor.source]
+            joint = scene.joints[j]
+            child = (body_index[joint.child],)
+            parent = None if joint.parent == WORLD else (body_index[joint.parent],)
+            pose = _pose((j,), child, parent, frames, state, len(scene.bodies),
+                         len(scene.joints))
+            value = (coordinate(joint.type, pose) if kind is SensorKind.JOINT_ANGLE
+                     else joint_rate(joint.type, pose, v, w))
+            columns.append(value)
+        elif kind is SensorKind.TIME:
+            for f in sensor.frequencies:
+                phase = 2.0 * np.pi * f * time
+                columns += [pt.sin(phase), pt.cos(phase)]
+        elif kind is SensorKind.TARGET:
+            columns.append(task[:, target_at:target_at + sensor.size])
+            target_at += sensor.size
+        else:
+            i = body_index[sensor.source]
+            if kind is SensorKind.POSITION:
+                columns += [_column(c, i) for c in state.position]
+            elif kind is SensorKind.VELOCITY:
+                columns += [_column(c, i) for c in v]
+            elif kind is SensorKind.ANGULAR_VELOCITY:
+                columns += [_column(c, i) for c in w]
+            elif kind is SensorKind.ORIENTATION:
+                columns += [_column(c, i) for c in state.rotation]
+            else:
+                gap = _lowest_gap(scene, i, bodies, world, state)
+                columns.append(pt.switch(gap < sensor.margin, 1.0, 0.0))
+    columns = [c + pt.zeros_like(like) for c in columns]
+    return pt.concatenate(columns, axis=1)
