@@ -1,15 +1,64 @@
 """Optimisers on dictionaries of NumPy parameter arrays.
 
-`Adam` with optional piecewise-constant learning-rate schedules (the
-paper's ball-throw schedule is `PiecewiseSchedule({1: 2.0, 5: 1.0, ...})`).
+`Adam` and `SGD` (with momentum) take a float or a schedule (iteration ->
+rate: `PiecewiseSchedule`, the paper's ball-throw schedule
+`PiecewiseSchedule({1: 2.0, 5: 1.0, ...})`, or `CosineSchedule`), optional
+global-norm gradient clipping, and refuse a non-finite gradient with an
+error naming the parameter and the entries (`NonFiniteGradient`), so a NaN
+is reported where it appears instead of spreading into the parameters.
+`cmaes_minimise` runs the CMA-ES baseline (`cma`) on the same loss.
 Gradients come from `symphys.value_and_grad` or any compiled function.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+
+class NonFiniteGradient(FloatingPointError):
+    """A gradient entry is NaN or infinite; the message says which."""
+
+
+def check_finite(grads: dict, iteration: int) -> None:
+    """Raise `NonFiniteGradient` naming every parameter with NaN/inf entries."""
+    bad = []
+    for name, g in grads.items():
+        g = np.asarray(g)
+        mask = ~np.isfinite(g)
+        if mask.any():
+            where = np.argwhere(mask)[:3].tolist()
+            bad.append(f"{name!r}: {int(mask.sum())} of {g.size} entries "
+                       f"(first at {where})")
+    if bad:
+        raise NonFiniteGradient(f"non-finite gradient at iteration {iteration}: "
+                                + "; ".join(bad))
+
+
+def clip_by_global_norm(grads: dict, max_norm: float | None) -> tuple[dict, float]:
+    """(grads scaled so their joint L2 norm is at most max_norm, the norm
+    before clipping). max_norm None: unchanged."""
+    norm = math.sqrt(sum(float(np.sum(np.square(g))) for g in grads.values()))
+    if max_norm is None or norm <= max_norm:
+        return grads, norm
+    scale = max_norm / norm
+    return {k: np.asarray(g) * scale for k, g in grads.items()}, norm
+
+
+@dataclass(frozen=True)
+class CosineSchedule:
+    """Rate decaying from `start` to `end` over `steps` iterations (cosine)."""
+
+    start: float
+    end: float
+    steps: int
+
+    def __call__(self, iteration: int) -> float:
+        x = min(max(iteration - 1, 0), self.steps) / max(self.steps, 1)
+        return self.end + 0.5 * (self.start - self.end) * (1 + math.cos(math.pi * x))
 
 
 @dataclass(frozen=True)
@@ -40,7 +89,9 @@ class Adam:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    clip_norm: float | None = None
     iteration: int = 0
+    last_norm: float = 0.0
     _m: dict = field(default_factory=dict)
     _v: dict = field(default_factory=dict)
 
@@ -52,12 +103,12 @@ class Adam:
         """Return the updated parameters (inputs are not modified)."""
         self.iteration += 1
         lr = self.rate()
+        check_finite({k: grads[k] for k in params}, self.iteration)
+        grads, self.last_norm = clip_by_global_norm({k: grads[k] for k in params},
+                                                    self.clip_norm)
         out = {}
         for name, value in params.items():
             g = np.asarray(grads[name], dtype=np.float64)
-            if not np.all(np.isfinite(g)):
-                raise FloatingPointError(f"gradient of {name!r} is not finite at "
-                                         f"iteration {self.iteration}: {g}")
             m = self._m.get(name, np.zeros_like(g))
             v = self._v.get(name, np.zeros_like(g))
             m = self.beta1 * m + (1 - self.beta1) * g
@@ -67,3 +118,81 @@ class Adam:
             v_hat = v / (1 - self.beta2 ** self.iteration)
             out[name] = np.asarray(value, dtype=np.float64) - lr * m_hat / (np.sqrt(v_hat) + self.eps)
         return out
+
+
+@dataclass
+class SGD:
+    """Gradient descent with (optionally Nesterov) momentum on {name: array}."""
+
+    learning_rate: float | object = 1e-2
+    momentum: float = 0.0
+    nesterov: bool = False
+    clip_norm: float | None = None
+    iteration: int = 0
+    last_norm: float = 0.0
+    _velocity: dict = field(default_factory=dict)
+
+    def rate(self) -> float:
+        lr = self.learning_rate
+        return float(lr(self.iteration) if callable(lr) else lr)
+
+    def step(self, params: dict, grads: dict) -> dict:
+        """Return the updated parameters (inputs are not modified)."""
+        self.iteration += 1
+        lr = self.rate()
+        check_finite({k: grads[k] for k in params}, self.iteration)
+        grads, self.last_norm = clip_by_global_norm({k: grads[k] for k in params},
+                                                    self.clip_norm)
+        out = {}
+        for name, value in params.items():
+            g = np.asarray(grads[name], dtype=np.float64)
+            vel = self.momentum * self._velocity.get(name, np.zeros_like(g)) + g
+            self._velocity[name] = vel
+            direction = g + self.momentum * vel if self.nesterov else vel
+            out[name] = np.asarray(value, dtype=np.float64) - lr * direction
+        return out
+
+
+@dataclass(frozen=True)
+class CmaResult:
+    """Outcome of `cmaes_minimise`: best point, its loss, and the best loss
+    after each generation against the evaluations spent so far."""
+
+    x: np.ndarray
+    loss: float
+    evaluations: int
+    curve: list
+    curve_evaluations: list
+
+
+def cmaes_minimise(loss_batch: Callable[[np.ndarray], np.ndarray], x0, sigma0: float,
+                   max_evaluations: int, target: float = -np.inf, seed: int = 0,
+                   popsize: int | None = None, callback: Callable | None = None) -> CmaResult:
+    """CMA-ES (Hansen's `cma`) on a loss evaluated a population at a time.
+
+    loss_batch: (P, D) candidates -> (P,) losses (one batched simulation);
+    stops at `max_evaluations` or when the best loss is below `target`.
+    callback(evaluations, best_loss) after each generation (progress bars)."""
+    import cma
+
+    options = {"seed": seed + 1, "verbose": -9, "ftarget": target,
+               "maxfevals": max_evaluations}
+    if popsize is not None:
+        options["popsize"] = popsize
+    es = cma.CMAEvolutionStrategy(np.asarray(x0, dtype=np.float64), sigma0, options)
+    best_x, best, evals, curve, counts = np.asarray(x0, float), np.inf, 0, [], []
+    while not es.stop() and evals < max_evaluations:
+        candidates = np.asarray(es.ask())
+        losses = np.asarray(loss_batch(candidates), dtype=np.float64)
+        es.tell(list(candidates), list(losses))
+        evals += len(candidates)
+        k = int(np.argmin(losses))
+        if losses[k] < best:
+            best, best_x = float(losses[k]), candidates[k].copy()
+        curve.append(best)
+        counts.append(evals)
+        if callback is not None:
+            callback(evals, best)
+        if best < target:
+            break
+    return CmaResult(best_x, best, evals, curve, counts)

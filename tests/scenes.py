@@ -149,3 +149,17 @@ def gadgets():
             .joint("socket", "ball", "world", "top", anchor=[15, 0, 0])
             .contacts([])
             .build())
+
+
+def servo_pendulum():
+    """The pendulum with sensors for a controller: joint angle and rate,
+    the rod's position, time features and a 1-D target."""
+    half = ROD_LENGTH / 2
+    return (sp.SceneBuilder("servo-pendulum", dt=0.01, iterations=4)
+            .capsule("rod", radius=0.02, length=ROD_LENGTH, mass=1.0, position=[0, 0, -half])
+            .joint("pivot", "hinge", "world", "rod", anchor=[0, 0, 0], axis=[0, 1, 0])
+            .motor("servo", "pivot", "position", gain=10.0, max_velocity=2.0, max_torque=3.0)
+            .sensor("joint_angle", joint="pivot").sensor("joint_rate", joint="pivot")
+            .sensor("position", body="rod").sensor("time", frequencies=[1.0])
+            .sensor("target", size=1)
+            .build())

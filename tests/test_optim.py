@@ -1,0 +1,69 @@
+"""Optimisers, schedules, clipping, NaN reports and the CMA-ES baseline."""
+
+import numpy as np
+import pytest
+
+from symphys.optim import (SGD, Adam, CosineSchedule, NonFiniteGradient, PiecewiseSchedule,
+                           clip_by_global_norm, cmaes_minimise)
+
+TARGET = {"a": np.array([1.0, -2.0]), "b": np.array(3.0)}
+
+
+def _quadratic_grad(params):
+    return {k: 2 * (params[k] - TARGET[k]) for k in params}
+
+
+@pytest.mark.parametrize("opt", [Adam(learning_rate=0.1), SGD(learning_rate=0.05, momentum=0.9),
+                                 SGD(learning_rate=0.05, momentum=0.9, nesterov=True),
+                                 Adam(learning_rate=CosineSchedule(0.2, 0.01, 300))])
+def test_optimisers_reach_the_minimum_of_a_quadratic(opt):
+    params = {"a": np.zeros(2), "b": np.array(0.0)}
+    for _ in range(300):
+        params = opt.step(params, _quadratic_grad(params))
+    for k in params:
+        np.testing.assert_allclose(params[k], TARGET[k], atol=1e-3)
+
+
+def test_sgd_without_momentum_is_one_gradient_step():
+    params = {"a": np.array([1.0, 1.0])}
+    out = SGD(learning_rate=0.1).step(params, {"a": np.array([2.0, -4.0])})
+    np.testing.assert_allclose(out["a"], [0.8, 1.4])
+
+
+def test_global_norm_clipping():
+    grads = {"a": np.array([3.0, 0.0]), "b": np.array(4.0)}
+    clipped, norm = clip_by_global_norm(grads, 1.0)
+    assert norm == pytest.approx(5.0)
+    total = np.sqrt(sum(np.sum(np.square(g)) for g in clipped.values()))
+    assert total == pytest.approx(1.0)
+    np.testing.assert_allclose(clipped["a"], [0.6, 0.0])
+    same, _ = clip_by_global_norm(grads, 10.0)
+    assert same is grads
+
+
+def test_non_finite_gradient_names_parameter_and_entry():
+    opt = Adam()
+    params = {"w": np.zeros((2, 2)), "b": np.zeros(2)}
+    grads = {"w": np.array([[0.0, np.nan], [0.0, 0.0]]), "b": np.zeros(2)}
+    with pytest.raises(NonFiniteGradient, match=r"'w': 1 of 4 entries \(first at \[\[0, 1\]\]\)"):
+        opt.step(params, grads)
+
+
+def test_schedules():
+    piecewise = PiecewiseSchedule({1: 2.0, 5: 1.0, 50: 0.1})
+    assert [piecewise(i) for i in (1, 4, 5, 49, 50, 100)] == [2.0, 2.0, 1.0, 1.0, 0.1, 0.1]
+    cosine = CosineSchedule(1.0, 0.1, 10)
+    assert cosine(1) == pytest.approx(1.0) and cosine(11) == pytest.approx(0.1)
+    assert cosine(6) == pytest.approx(0.55)
+
+
+def test_cmaes_minimise_finds_a_shifted_sphere():
+    centre = np.array([0.5, -1.0, 2.0])
+    seen = []
+    result = cmaes_minimise(lambda x: np.sum((x - centre) ** 2, axis=1), np.zeros(3), 1.0,
+                            max_evaluations=3000, target=1e-8, seed=3,
+                            callback=lambda n, best: seen.append(n))
+    assert result.loss < 1e-8
+    np.testing.assert_allclose(result.x, centre, atol=1e-3)
+    assert seen == result.curve_evaluations and result.evaluations == seen[-1]
+    assert all(b >= a for a, b in zip(result.curve[1:], result.curve[:-1]))
