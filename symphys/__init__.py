@@ -8,20 +8,23 @@ Stable surface (see README.md):
     loss, grads = sp.value_and_grad(scene, 500, loss_fn, wrt=["ball.velocity"])
 """
 
-from symphys import optim
+from symphys import nn, optim
 from symphys.api import clear_cache, simulate, value_and_grad
 from symphys.backends import Backend, compile
 from symphys.errors import BackendError, ParameterError, SceneError, SymphysError
 from symphys.params import symbols
 from symphys.rollout import Trajectory, rollout
-from symphys.scene import Body, FrictionModel, Ground, Scene, Shape, SolverOptions
+from symphys.scene import (Body, FrictionModel, Ground, Joint, JointType, Motor, MotorMode,
+                           Scene, Sensor, SensorKind, Shape, SolverOptions)
+from symphys.timeloop import LoopOptions
 from symphys.scene_io import SceneBuilder, available_scenes, load_scene, scene_from_dict
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Backend", "BackendError", "Body", "FrictionModel", "Ground", "ParameterError",
-    "Scene", "SceneBuilder", "SceneError", "Shape", "SolverOptions", "SymphysError",
-    "Trajectory", "available_scenes", "clear_cache", "compile", "load_scene",
+    "Backend", "BackendError", "Body", "FrictionModel", "Ground", "Joint", "JointType",
+    "LoopOptions", "Motor", "MotorMode", "ParameterError", "Scene", "SceneBuilder",
+    "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions", "SymphysError",
+    "Trajectory", "available_scenes", "clear_cache", "compile", "load_scene", "nn",
     "optim", "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
 ]

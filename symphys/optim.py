@@ -79,36 +79,47 @@ class PiecewiseSchedule:
 
 
 @dataclass
-class Adam:
-    """Adam (Kingma & Ba) on {name: array} parameters.
-
-    learning_rate: a float or a callable iteration -> rate.
-    """
+class _GradientOptimiser:
+    """Shared parts: the learning rate at this iteration, and the gradient
+    checked for NaN/inf and clipped to `clip_norm` (global L2 norm)."""
 
     learning_rate: float | object = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
     clip_norm: float | None = None
     iteration: int = 0
     last_norm: float = 0.0
-    _m: dict = field(default_factory=dict)
-    _v: dict = field(default_factory=dict)
 
     def rate(self) -> float:
         lr = self.learning_rate
         return float(lr(self.iteration) if callable(lr) else lr)
 
+    def _begin(self, params: dict, grads: dict) -> tuple[float, dict]:
+        """Advance the iteration; (rate, checked and clipped gradients)."""
+        self.iteration += 1
+        grads = {k: np.asarray(grads[k], dtype=np.float64) for k in params}
+        check_finite(grads, self.iteration)
+        grads, self.last_norm = clip_by_global_norm(grads, self.clip_norm)
+        return self.rate(), grads
+
+
+@dataclass
+class Adam(_GradientOptimiser):
+    """Adam (Kingma & Ba) on {name: array} parameters.
+
+    learning_rate: a float or a callable iteration -> rate.
+    """
+
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    _m: dict = field(default_factory=dict)
+    _v: dict = field(default_factory=dict)
+
     def step(self, params: dict, grads: dict) -> dict:
         """Return the updated parameters (inputs are not modified)."""
-        self.iteration += 1
-        lr = self.rate()
-        check_finite({k: grads[k] for k in params}, self.iteration)
-        grads, self.last_norm = clip_by_global_norm({k: grads[k] for k in params},
-                                                    self.clip_norm)
+        lr, grads = self._begin(params, grads)
         out = {}
         for name, value in params.items():
-            g = np.asarray(grads[name], dtype=np.float64)
+            g = grads[name]
             m = self._m.get(name, np.zeros_like(g))
             v = self._v.get(name, np.zeros_like(g))
             m = self.beta1 * m + (1 - self.beta1) * g
@@ -121,31 +132,19 @@ class Adam:
 
 
 @dataclass
-class SGD:
+class SGD(_GradientOptimiser):
     """Gradient descent with (optionally Nesterov) momentum on {name: array}."""
 
-    learning_rate: float | object = 1e-2
     momentum: float = 0.0
     nesterov: bool = False
-    clip_norm: float | None = None
-    iteration: int = 0
-    last_norm: float = 0.0
     _velocity: dict = field(default_factory=dict)
-
-    def rate(self) -> float:
-        lr = self.learning_rate
-        return float(lr(self.iteration) if callable(lr) else lr)
 
     def step(self, params: dict, grads: dict) -> dict:
         """Return the updated parameters (inputs are not modified)."""
-        self.iteration += 1
-        lr = self.rate()
-        check_finite({k: grads[k] for k in params}, self.iteration)
-        grads, self.last_norm = clip_by_global_norm({k: grads[k] for k in params},
-                                                    self.clip_norm)
+        lr, grads = self._begin(params, grads)
         out = {}
         for name, value in params.items():
-            g = np.asarray(grads[name], dtype=np.float64)
+            g = grads[name]
             vel = self.momentum * self._velocity.get(name, np.zeros_like(g)) + g
             self._velocity[name] = vel
             direction = g + self.momentum * vel if self.nesterov else vel

@@ -118,17 +118,6 @@ def _angular_side(gather: Gather, axis: Vec3, bodies: BodyArrays, rotation: Mat3
     return Side(gather, axis, None, dw), share
 
 
-def _rolling_block(axis: Vec3, ga, gb, bodies, rotation) -> RowBlock:
-    """Rolling resistance about a tangent `axis`: acts on w_a - w_b."""
-    side_a, inv_eff = _angular_side(ga, axis, bodies, rotation)
-    side_b = None
-    if gb is not None:
-        side_b, share_b = _angular_side(gb, axis, bodies, rotation)
-        inv_eff = inv_eff + share_b
-    m_eff = safe_div(1.0, inv_eff)
-    return RowBlock(RowKind.ROLLING, None, side_a, side_b, m_eff, m_eff, 0.0, 0.0)
-
-
 def angular_row(kind: RowKind, axis: Vec3, ga, gb, bodies, rotation,
                 target) -> RowBlock:
     """A stiff row on the relative angular velocity axis . (w_a - w_b)."""
@@ -268,7 +257,9 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
             for t in (t1, t2)]
     rolling = None
     if geom.rolling_friction is not None:
-        rolling = tuple(_rolling_block(t, ga, gb, bodies, rotation) for t in (t1, t2))
+        # Rolling resistance about each tangent: acts on w_a - w_b.
+        rolling = tuple(angular_row(RowKind.ROLLING, t, ga, gb, bodies, rotation, 0.0)
+                        for t in (t1, t2))
     return ContactRows(normal, rows[0], rows[1], geom.friction, rolling,
                        geom.rolling_friction)
 

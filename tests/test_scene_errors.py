@@ -226,3 +226,25 @@ def test_unknown_joint_parameter_suggests(tmp_path):
     scene = sp.load_scene(_write(tmp_path, _jointed(motor={})))
     with pytest.raises(ParameterError, match="did you mean 'j.anchor'"):
         sp.simulate(scene, 2, params={"j.anchr": [0, 0, 0]})
+
+
+def test_shipped_arm_scene():
+    arm = sp.load_scene("arm")
+    assert arm.motor_names == ("shoulder_yaw", "shoulder_pitch", "elbow_yaw", "elbow_pitch")
+    assert arm.n_observations == 4 + 3 + 3 and arm.n_targets == 3
+    assert arm.contacts == () and len(arm.bodies) == 5 and len(arm.joints) == 5
+
+
+@pytest.mark.parametrize("sensor, field, text", [
+    ({"type": "gyro"}, "type", "unknown value 'gyro'"),
+    ({"type": "joint_angle", "joint": "k"}, "joint", "unknown joint 'k'"),
+    ({"type": "position", "body": "cc"}, "body", "did you mean 'c'"),
+    ({"type": "position", "joint": "j"}, "joint", "not used by a position sensor"),
+    ({"type": "time", "frequencies": []}, "frequencies", "non-empty list"),
+    ({"type": "target", "size": 0}, "size", "must be > 0"),
+])
+def test_sensor_errors_name_sensor_and_field(tmp_path, sensor, field, text):
+    doc = _jointed()
+    doc["sensors"] = [dict({"name": "s"}, **sensor)]
+    msg = _error(tmp_path, doc)
+    assert "sensor 's'" in msg and f"field '{field}'" in msg and text in msg
