@@ -90,6 +90,13 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
         if fn is not None:
             return Compiled(fn, backend, names, single=single)
     fn = pytensor.function(inputs, outputs, mode=mode, on_unused_input="ignore", **kwargs)
-    if use_cache:
-        compile_cache.store(key, fn)
+    if use_cache and compile_cache.store(key, fn):
+        # Run the graph as read back from disk, as a later process will: its
+        # node order (and so the key under which Numba caches the generated
+        # code) is then the same in both, and the second process finds the
+        # compiled machine code too. (Backend code is generated on the
+        # first call, so the in-process function is never compiled.)
+        reloaded = compile_cache.load(key, mode)
+        if reloaded is not None:
+            return Compiled(reloaded, backend, names, single=single)
     return Compiled(fn, backend, names)

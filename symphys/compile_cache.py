@@ -131,11 +131,12 @@ def _with_deep_stack(work):
     return result["value"]
 
 
-def store(key: str, fn) -> None:
-    """Pickle the rewritten graph of compiled function `fn` under `key`."""
+def store(key: str, fn) -> bool:
+    """Pickle the rewritten graph of compiled function `fn` under `key`;
+    whether it was stored."""
     folder = cache_dir()
     if folder is None:
-        return
+        return False
     fgraph = fn.maker.fgraph
     try:
         graph = (list(fgraph.inputs), list(fgraph.outputs))
@@ -143,8 +144,9 @@ def store(key: str, fn) -> None:
     except Exception as err:
         _log.warning("symphys: graph not cached, it does not pickle (%s: %s)",
                      type(err).__name__, err)
-        return
+        return False
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".tmp") as f:
         f.write(blob)
     os.replace(f.name, folder / f"{key}.pkl")
+    return True

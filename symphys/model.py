@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.tensor.extra_ops import broadcast_shape
 
 from symphys.algebra import Mat3, Vec3, quat_to_mat
 from symphys.scene import Scene, Shape
@@ -108,6 +109,14 @@ def principal_inertia(shape: Shape, mass, radius, size: Vec3, length):
     return Vec3(lateral, lateral, axial)
 
 
+def zero_template(tensors):
+    """Zeros of the broadcast shape of `tensors`: static wherever their
+    shapes are (JAX traces it), and no long chain of `+ t * 0` for the
+    rewrites to fold (NumPy cannot fold an Add of more than 32 inputs)."""
+    tensors = [pt.as_tensor_variable(t) for t in tensors]
+    return pt.zeros(broadcast_shape(*tensors), dtype="float64")
+
+
 def build_model(scene: Scene, p: dict, batched: set[str]):
     """(BodyArrays, WorldArrays, initial State) from parameter tensors `p`.
 
@@ -195,9 +204,7 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
     # cannot trace a shape computed from values).
     everything = state.flat() + list(arr.values()) + [
         c for c in worlds.gravity if getattr(c, "ndim", 0) == 2]
-    template = everything[0] * 0.0
-    for t in everything[1:]:
-        template = template + t * 0.0
+    template = zero_template(everything)
     state = State.from_flat([c + template for c in state.flat()])
     return bodies, worlds, state
 

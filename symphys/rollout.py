@@ -17,7 +17,7 @@ import pytensor.tensor as pt
 
 from symphys.errors import ParameterError
 from symphys.joints import build_joint_arrays
-from symphys.model import STATE_SIZE, build_model, model_leaves
+from symphys.model import STATE_SIZE, build_model, model_leaves, zero_template
 from symphys.params import check_names, default_parameters, parameter_shapes
 from symphys.scene import Scene
 from symphys.timeloop import LoopOptions, Policy, articulation_leaves, time_loop
@@ -132,7 +132,7 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
             extra_leaves.append(pt.as_tensor_variable(task))
         if extra_leaves:
             # A batched anchor, motor gain or task makes every world's state batched.
-            template = sum(x[:, :1] * 0.0 for x in extra_leaves)
+            template = zero_template([x[:, :1] for x in extra_leaves])
             state0 = state0.__class__.from_flat([c + template for c in state0.flat()])
         policy, policy_leaves, extra_state = None, [], []
         if controller is not None:

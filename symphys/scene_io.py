@@ -346,9 +346,19 @@ def _named_items(doc, source: str, key: str, label: str) -> list:
     return items
 
 
-def _item_label(entry, kind: str, key: str, index: int) -> str:
-    label = entry.get("name") if isinstance(entry, dict) else None
-    return f"{kind} '{label}'" if isinstance(label, str) else f"{key}[{index}]"
+def _items(doc, source: str, key: str, kind: str, fields: set[str]):
+    """(reader, name) for each object listed under `key`, names checked to
+    be unique."""
+    seen = set()
+    for i, entry in enumerate(_named_items(doc, source, key, kind)):
+        label = entry.get("name") if isinstance(entry, dict) else None
+        item = f"{kind} '{label}'" if isinstance(label, str) else f"{key}[{i}]"
+        r = _Reader(entry, source, item, fields)
+        name = r.string("name")
+        if name in seen:
+            r.fail("name", f"duplicate {kind} name")
+        seen.add(name)
+        yield r, name
 
 
 def _unit_axis(r: _Reader, key: str) -> tuple[float, float, float]:
@@ -370,13 +380,8 @@ def _range(r: _Reader, key: str) -> tuple[float, float] | None:
 
 def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
     by_name = {b.name: b for b in bodies}
-    joints, seen = [], set()
-    for i, entry in enumerate(_named_items(doc, source, "joints", "joint")):
-        r = _Reader(entry, source, _item_label(entry, "joint", "joints", i), _JOINT_FIELDS)
-        name = r.string("name")
-        if name in seen:
-            r.fail("name", "duplicate joint name")
-        seen.add(name)
+    joints = []
+    for r, name in _items(doc, source, "joints", "joint", _JOINT_FIELDS):
         kind = r.enum("type", JointType, JointType.HINGE) if r.has("type") else r.fail(
             "type", f"missing; allowed: {[t.value for t in JointType]}")
         parent, child = r.string("parent"), r.string("child")
@@ -402,14 +407,9 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
 
 def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
     by_name = {j.name: j for j in joints}
-    motors, seen, driven = [], set(), set()
+    motors, driven = [], set()
     d = Motor(name="", joint="")
-    for i, entry in enumerate(_named_items(doc, source, "motors", "motor")):
-        r = _Reader(entry, source, _item_label(entry, "motor", "motors", i), _MOTOR_FIELDS)
-        name = r.string("name")
-        if name in seen:
-            r.fail("name", "duplicate motor name")
-        seen.add(name)
+    for r, name in _items(doc, source, "motors", "motor", _MOTOR_FIELDS):
         joint = r.string("joint")
         if joint not in by_name:
             r.fail("joint", f"unknown joint '{joint}'{closest(joint, list(by_name))}")
@@ -438,7 +438,9 @@ def _read_sensors(doc, source: str, bodies, joints) -> tuple[Sensor, ...]:
     joint_by_name = {j.name: j for j in joints}
     sensors, seen = [], set()
     for i, entry in enumerate(_named_items(doc, source, "sensors", "sensor")):
-        r = _Reader(entry, source, _item_label(entry, "sensor", "sensors", i), _SENSOR_FIELDS)
+        label = entry.get("name") if isinstance(entry, dict) else None
+        item = f"sensor '{label}'" if isinstance(label, str) else f"sensors[{i}]"
+        r = _Reader(entry, source, item, _SENSOR_FIELDS)
         kind = r.enum("type", SensorKind, SensorKind.TIME) if r.has("type") else r.fail(
             "type", f"missing; allowed: {[k.value for k in SensorKind]}")
         source_name, frequencies, size = "", (), 0
