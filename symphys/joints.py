@@ -184,7 +184,7 @@ def joint_frame(axis) -> Mat3:
     return Mat3(*(float(v) for v in np.stack([a, ref, c], axis=1).ravel()))
 
 
-def _initial_pose(p: dict, body: str, batched: set[str]):
+def _initial_pose(p: dict, body: str):
     """(position Vec3, rotation Mat3) of a body at the start, (B,) or scalars."""
     pos = p[f"{body}.position"]
     quat = p[f"{body}.quaternion"]
@@ -192,7 +192,7 @@ def _initial_pose(p: dict, body: str, batched: set[str]):
             quat_to_mat(quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]))
 
 
-def build_joint_arrays(scene: Scene, p: dict, batched: set[str]):
+def build_joint_arrays(scene: Scene, p: dict):
     """(JointFrames or None, MotorArrays or None) from the parameters `p`."""
     def column(x):
         x = pt.as_tensor_variable(x)
@@ -209,13 +209,13 @@ def build_joint_arrays(scene: Scene, p: dict, batched: set[str]):
             anchor = p[f"{j.name}.anchor"]
             anchor = Vec3(anchor[..., 0], anchor[..., 1], anchor[..., 2])
             frame = joint_frame(j.axis)
-            pa, ra = _initial_pose(p, j.child, batched)
+            pa, ra = _initial_pose(p, j.child)
             local_a = matTvec(ra, anchor - pa)
             frame_a = matmul(transpose(ra), frame)
             if j.parent == WORLD:
                 local_b, frame_b = anchor, frame
             else:
-                pb, rb = _initial_pose(p, j.parent, batched)
+                pb, rb = _initial_pose(p, j.parent)
                 local_b = matTvec(rb, anchor - pb)
                 frame_b = matmul(transpose(rb), frame)
             parts.append([*local_a, *local_b, *frame_a, *frame_b])

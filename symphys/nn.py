@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 
+from symphys.sensors import time_features
+
 
 class Activation(enum.Enum):
     RELU = "relu"
@@ -208,10 +210,6 @@ class OpenLoop:
         return ()
 
     def apply(self, params, observation, carry, time):
-        features = []
-        for f in self.frequencies:
-            phase = 2.0 * np.pi * f * time
-            features += [pt.sin(phase), pt.cos(phase)]
-        x = pt.concatenate(features, axis=1)
+        x = pt.concatenate(time_features(time, self.frequencies), axis=1)
         return (pt.dot(x, params[f"{self.prefix}.w"]) + params[f"{self.prefix}.b"]) \
             * self.output_scale, carry

@@ -125,7 +125,7 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
     batched = split_batched(scene, p)
     with quiet_graph_building():
         bodies, world, state0 = build_model(scene, p, batched)
-        frames, motors = build_joint_arrays(scene, p, batched)
+        frames, motors = build_joint_arrays(scene, p)
         extra_leaves = list(frames.leaves()) if frames is not None else []
         extra_leaves += motors.leaves() if motors is not None else []
         if task is not None and pt.as_tensor_variable(task).ndim == 2:

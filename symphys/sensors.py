@@ -19,9 +19,18 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.joints import JointFrames, _pose, coordinate, joint_rate
+from symphys.joints import JointFrames, _joint_items, _pose, coordinate, joint_rate
 from symphys.model import BodyArrays, State, WorldArrays
-from symphys.scene import WORLD, Scene, SensorKind, Shape
+from symphys.scene import Scene, SensorKind, Shape
+
+
+def time_features(time, frequencies) -> list:
+    """[sin(2 pi f t), cos(2 pi f t)] for each frequency f (Hz); time (B, 1)."""
+    out = []
+    for f in frequencies:
+        phase = 2.0 * np.pi * f * time
+        out += [pt.sin(phase), pt.cos(phase)]
+    return out
 
 
 def _column(x, i: int):
@@ -54,24 +63,22 @@ def observe(scene: Scene, state: State, time, task, bodies: BodyArrays, world: W
     w = state.angular_velocity if w is None else w
     body_index = {b.name: i for i, b in enumerate(scene.bodies)}
     joint_index = {j.name: i for i, j in enumerate(scene.joints)}
+    joints = _joint_items(scene)
     columns, target_at = [], 0
     like = state.position.x[:, :1]
     for sensor in scene.sensors:
         kind = sensor.kind
         if kind in (SensorKind.JOINT_ANGLE, SensorKind.JOINT_RATE):
-            j = joint_index[sensor.source]
-            joint = scene.joints[j]
-            child = (body_index[joint.child],)
-            parent = None if joint.parent == WORLD else (body_index[joint.parent],)
-            pose = _pose((j,), child, parent, frames, state, len(scene.bodies),
-                         len(scene.joints))
+            item = joints[joint_index[sensor.source]]
+            joint = scene.joints[item["joint"]]
+            parent = None if item["b"] is None else (item["b"],)
+            pose = _pose((item["joint"],), (item["a"],), parent, frames, state,
+                         len(scene.bodies), len(scene.joints))
             value = (coordinate(joint.type, pose) if kind is SensorKind.JOINT_ANGLE
                      else joint_rate(joint.type, pose, v, w))
             columns.append(value)
         elif kind is SensorKind.TIME:
-            for f in sensor.frequencies:
-                phase = 2.0 * np.pi * f * time
-                columns += [pt.sin(phase), pt.cos(phase)]
+            columns += time_features(time, sensor.frequencies)
         elif kind is SensorKind.TARGET:
             columns.append(task[:, target_at:target_at + sensor.size])
             target_at += sensor.size

@@ -30,7 +30,8 @@ from symphys.solver import approach, contact_rows, solve
 class StepModel:
     """Everything a step needs besides the state (built outside the loop).
 
-    action: (B, M) motor commands for this step (None: all zero)."""
+    action: (B, M) motor commands for this step (required when the scene
+    has motors; `rollout` supplies zeros when none are given)."""
 
     scene: Scene
     bodies: BodyArrays
@@ -93,17 +94,13 @@ def articulation_rows(model: StepModel, state: State, v: Vec3, w: Vec3):
     velocities after direct-torque motors' impulses."""
     scene, dt = model.scene, model.scene.dt
     rows = []
-    if model.motor_blocks:
-        action = model.action
-        if action is None:
-            action = pt.zeros_like(state.position.x[:, :1]) + np.zeros(len(scene.motors))
-        for block in model.motor_blocks:
-            row, impulse = motor_rows(block, scene, model.frames, model.motors,
-                                      model.bodies, state, action, dt)
-            if impulse is None:
-                rows.append(row)
-            else:
-                v, w = row.apply(v, w, impulse)
+    for block in model.motor_blocks:
+        row, impulse = motor_rows(block, scene, model.frames, model.motors,
+                                  model.bodies, state, model.action, dt)
+        if impulse is None:
+            rows.append(row)
+        else:
+            v, w = row.apply(v, w, impulse)
     for block in model.joint_blocks:
         rows += joint_rows(block, scene, model.frames, model.bodies, state, w,
                            scene.solver.position_feedback, dt)

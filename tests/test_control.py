@@ -34,7 +34,7 @@ def test_observation_layout_and_values():
               "pivot.anchor": [0, 0, 0]}
     p = full_parameters(scene, {k: np.asarray(v, float) for k, v in params.items()})
     bodies, world, state = build_model(scene, p, split_batched(scene, p))
-    frames, _ = build_joint_arrays(scene, p, set())
+    frames, _ = build_joint_arrays(scene, p)
     time = pt.constant(np.array([[0.25]]))
     obs = observe(scene, state, time, pt.constant(np.array([[0.7]])), bodies, world, frames)
     value = pytensor.function([], obs, mode="FAST_COMPILE")()
