@@ -10,6 +10,8 @@ Every controller is frozen data with named, shaped parameters:
 `apply` runs inside the rollout's time loop (closed loop): params are
 symbolic tensors, observation (B, n_obs), carry a list of (B, h) tensors,
 time (B, 1) seconds. Actions go to the motors in `scene.motors` order.
+A parameter with an extra leading axis (B, ...) gives each world its own
+controller (a CMA-ES population in one batched rollout).
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ class Activation(enum.Enum):
         if self is Activation.TANH:
             return pt.tanh(x)
         return x
+
+
+def _matmul(x, w):
+    """x (B, n) times w: (n, m) shared by all worlds, or (B, n, m), one
+    matrix per world (a population evaluated in one batched rollout)."""
+    if w.ndim == 3:
+        return pt.matmul(x[:, None, :], w)[:, 0, :]
+    return pt.dot(x, w)
 
 
 def _glorot(rng, shape, gain: float = 1.0) -> np.ndarray:
@@ -94,7 +104,7 @@ class MLP:
         x = observation
         n_layers = len(self._sizes()) - 1
         for k in range(n_layers):
-            x = pt.dot(x, params[f"{self.prefix}.w{k}"]) + params[f"{self.prefix}.b{k}"]
+            x = _matmul(x, params[f"{self.prefix}.w{k}"]) + params[f"{self.prefix}.b{k}"]
             x = self.activation(x) if k < n_layers - 1 else self.output(x)
         return x * self.output_scale, carry
 
@@ -132,9 +142,9 @@ class Elman:
 
     def apply(self, params, observation, carry, time):
         p = self.prefix
-        h = pt.tanh(pt.dot(observation, params[f"{p}.wx"]) + pt.dot(carry[0], params[f"{p}.wh"])
-                    + params[f"{p}.b"])
-        return (pt.dot(h, params[f"{p}.wo"]) + params[f"{p}.bo"]) * self.output_scale, [h]
+        h = pt.tanh(_matmul(observation, params[f"{p}.wx"])
+                    + _matmul(carry[0], params[f"{p}.wh"]) + params[f"{p}.b"])
+        return (_matmul(h, params[f"{p}.wo"]) + params[f"{p}.bo"]) * self.output_scale, [h]
 
 
 @dataclass(frozen=True)
@@ -175,14 +185,14 @@ class GRU:
         p, h = self.prefix, carry[0]
 
         def gate(g, hidden):
-            return (pt.dot(observation, params[f"{p}.wx_{g}"]) + pt.dot(hidden, params[f"{p}.wh_{g}"])
-                    + params[f"{p}.b_{g}"])
+            return (_matmul(observation, params[f"{p}.wx_{g}"])
+                    + _matmul(hidden, params[f"{p}.wh_{g}"]) + params[f"{p}.b_{g}"])
 
         z = pt.sigmoid(gate("z", h))
         r = pt.sigmoid(gate("r", h))
         candidate = pt.tanh(gate("c", r * h))
         h_new = (1.0 - z) * h + z * candidate
-        return (pt.dot(h_new, params[f"{p}.wo"]) + params[f"{p}.bo"]) * self.output_scale, [h_new]
+        return (_matmul(h_new, params[f"{p}.wo"]) + params[f"{p}.bo"]) * self.output_scale, [h_new]
 
 
 @dataclass(frozen=True)
@@ -211,5 +221,5 @@ class OpenLoop:
 
     def apply(self, params, observation, carry, time):
         x = pt.concatenate(time_features(time, self.frequencies), axis=1)
-        return (pt.dot(x, params[f"{self.prefix}.w"]) + params[f"{self.prefix}.b"]) \
+        return (_matmul(x, params[f"{self.prefix}.w"]) + params[f"{self.prefix}.b"]) \
             * self.output_scale, carry

@@ -109,6 +109,17 @@ def _policy_inputs(scene: Scene, controller, controller_params, task, like):
     return Policy(controller, names, has_task), leaves, [time0, *carry0]
 
 
+def _batched_controller_columns(controller, controller_params) -> list:
+    """(B, 1) columns of the controller parameters given per world."""
+    shapes = controller.parameter_shapes()
+    out = []
+    for name, value in (controller_params or {}).items():
+        value = pt.as_tensor_variable(value)
+        if name in shapes and value.ndim == len(shapes[name]) + 1:
+            out.append(value.reshape((value.shape[0], -1))[:, :1])
+    return out
+
+
 def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
                    controller=None, controller_params: dict | None = None, task=None,
                    options: LoopOptions = LoopOptions()):
@@ -130,6 +141,8 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
         extra_leaves += motors.leaves() if motors is not None else []
         if task is not None and pt.as_tensor_variable(task).ndim == 2:
             extra_leaves.append(pt.as_tensor_variable(task))
+        if controller is not None:
+            extra_leaves += _batched_controller_columns(controller, controller_params)
         if extra_leaves:
             # A batched anchor, motor gain or task makes every world's state batched.
             template = zero_template([x[:, :1] for x in extra_leaves])

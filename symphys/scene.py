@@ -163,6 +163,7 @@ class SensorKind(enum.Enum):
     CONTACT = "contact"                    # 1 when within `margin` of the ground: 1
     TIME = "time"                          # sin, cos of 2 pi f t per frequency: 2 each
     TARGET = "target"                      # a task input given per world: `size`
+    TARGET_DISTANCE = "target_distance"    # |body centre - task point|: 1 (reads 3 task inputs)
 
 
 @dataclass(frozen=True)
@@ -184,12 +185,20 @@ class Sensor:
     def width(self) -> int:
         fixed = {SensorKind.JOINT_ANGLE: 1, SensorKind.JOINT_RATE: 1, SensorKind.POSITION: 3,
                  SensorKind.VELOCITY: 3, SensorKind.ANGULAR_VELOCITY: 3,
-                 SensorKind.ORIENTATION: 9, SensorKind.CONTACT: 1}
+                 SensorKind.ORIENTATION: 9, SensorKind.CONTACT: 1,
+                 SensorKind.TARGET_DISTANCE: 1}
         if self.kind is SensorKind.TIME:
             return 2 * len(self.frequencies)
         if self.kind is SensorKind.TARGET:
             return self.size
         return fixed[self.kind]
+
+    @property
+    def task_width(self) -> int:
+        """How many task inputs (per world) this sensor reads."""
+        if self.kind is SensorKind.TARGET:
+            return self.size
+        return 3 if self.kind is SensorKind.TARGET_DISTANCE else 0
 
 
 @dataclass(frozen=True)
@@ -239,7 +248,8 @@ class Scene:
 
     @property
     def n_targets(self) -> int:
-        return sum(s.width for s in self.sensors if s.kind is SensorKind.TARGET)
+        """Task inputs per world, read by target sensors in scene order."""
+        return sum(s.task_width for s in self.sensors)
 
     def parameters(self) -> dict[str, np.ndarray]:
         """All differentiable parameters with their default values."""

@@ -430,7 +430,7 @@ def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
 
 _JOINT_SENSORS = (SensorKind.JOINT_ANGLE, SensorKind.JOINT_RATE)
 _BODY_SENSORS = (SensorKind.POSITION, SensorKind.VELOCITY, SensorKind.ANGULAR_VELOCITY,
-                 SensorKind.ORIENTATION, SensorKind.CONTACT)
+                 SensorKind.ORIENTATION, SensorKind.CONTACT, SensorKind.TARGET_DISTANCE)
 
 
 def _read_sensors(doc, source: str, bodies, joints) -> tuple[Sensor, ...]:

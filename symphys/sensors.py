@@ -10,6 +10,10 @@
     contact                   1.0 within `margin` of the ground     1
     time                      sin(2 pi f t), cos(2 pi f t) per f    2 per f
     target                    task inputs given per world           size
+    target_distance           |body centre - task point| (3 inputs) 1
+
+Task inputs (B, n_targets) are consumed in sensor order: a target sensor
+reads `size` of them, a target_distance sensor reads 3 (the point).
 
 A contact flag is a step function: its gradient is 0.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
+from symphys.algebra import safe_vector_norm
 from symphys.joints import JointFrames, _joint_items, _pose, coordinate, joint_rate
 from symphys.model import BodyArrays, State, WorldArrays
 from symphys.scene import Scene, SensorKind, Shape
@@ -82,6 +87,12 @@ def observe(scene: Scene, state: State, time, task, bodies: BodyArrays, world: W
         elif kind is SensorKind.TARGET:
             columns.append(task[:, target_at:target_at + sensor.size])
             target_at += sensor.size
+        elif kind is SensorKind.TARGET_DISTANCE:
+            i = body_index[sensor.source]
+            point = task[:, target_at:target_at + 3]
+            gap = [_column(c, i) - point[:, k:k + 1] for k, c in enumerate(state.position)]
+            columns.append(safe_vector_norm(pt.concatenate(gap, axis=1), axis=1)[:, None])
+            target_at += 3
         else:
             i = body_index[sensor.source]
             if kind is SensorKind.POSITION:

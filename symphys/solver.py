@@ -17,9 +17,9 @@ import enum
 import math
 from dataclasses import dataclass
 
-import pytensor
 import pytensor.tensor as pt
 
+from symphys.adjoint import close_over, loop_with_adjoint
 from symphys.algebra import Mat3, Vec3, cross, dot, matTvec, matvec, safe_div, tangent_basis
 from symphys.contacts import ContactBlock, ContactGeometry, Gather, STATIC
 from symphys.model import BodyArrays
@@ -363,8 +363,9 @@ def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
 
     Accumulated impulses are clamped (normal >= 0, friction inside the
     pyramid or cone of mu * normal) and only the change is applied. One sweep
-    is written out; more sweeps run as an inner `scan`, so the graph (and
-    its compile time) does not grow with the iteration count.
+    is written out; more sweeps run as an inner `scan` (with its own
+    adjoint, `adjoint.loop_with_adjoint`), so the graph (and its compile
+    time) does not grow with the iteration count.
     """
     zero = [pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
                           .velocity(v, w)) for rows in blocks]
@@ -372,9 +373,8 @@ def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
     v, w, acc = _sweep(blocks, v, w, acc, friction_model)
     if iterations == 1:
         return v, w
-    n_blocks = len(blocks)
 
-    def body(*carry):
+    def sweep(carry):
         cv, cw = Vec3(*carry[0:3]), Vec3(*carry[3:6])
         cacc, pos = [], 6
         for rows in blocks:
@@ -384,7 +384,7 @@ def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
         return [*nv, *nw] + [x for group in nacc for x in group]
 
     init = [*v, *w] + [x for group in acc for x in group]
-    out = pytensor.scan(body, outputs_info=init, n_steps=iterations - 1,
-                        return_updates=False, name="symphys_pgs")
+    run, leaves = close_over(sweep, init)
+    out = loop_with_adjoint(run, init, leaves, iterations - 1, name="symphys_pgs")
     last = [o[-1] for o in out]
     return Vec3(*last[0:3]), Vec3(*last[3:6])

@@ -13,6 +13,7 @@ from symphys.scene_io import closest
 
 EXPERIMENTS = {
     "ball-throw": "symphys.experiments.ball_throw",
+    "arm-fixed": "symphys.experiments.arm_fixed",
 }
 
 

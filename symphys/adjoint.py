@@ -1,0 +1,194 @@
+"""Loops with their own reverse pass.
+
+`loop_with_adjoint(run, state0, leaves, n_steps)` repeats
+`state <- run(state, leaves)` with a forward `scan` and returns the
+sequences s_1..s_T. The scan is wrapped in an `OpFromGraph` whose pullback
+is an adjoint scan running backwards: with a_t the cotangent of s_t,
+
+    a_t = g_t + VJP_state(run, s_t)(a_{t+1}),   dleaves += VJP_leaves(...)
+
+where g_t is the loss's direct cotangent on s_t. PyTensor's generic scan
+gradient gives the same numbers but builds a far larger graph (its
+`forced_replace` compares every gradient node against every loop output:
+minutes for one ball, far longer for an arm's solver loop); this keeps the
+reverse loop to one VJP of `run`. The Ops are inlined at compile time, so
+the backend sees plain scans.
+
+`close_over(fn, carry)` turns a loop body that reads outer tensors (a
+solver sweep reading its rows) into one with explicit leaves, as the
+`OpFromGraph` needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytensor
+import pytensor.tensor as pt
+from pytensor.compile.builders import OpFromGraph
+from pytensor.gradient import DisconnectedType, disconnected_type
+from pytensor.graph.basic import Constant
+from pytensor.graph.op import io_connection_pattern
+from pytensor.graph.replace import clone_replace
+from pytensor.graph.traversal import ancestors, graph_inputs, truncated_graph_inputs
+from pytensor.tensor.rewriting.ofg import inline_ofg_node
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """Back-propagation options of a loop.
+
+    gradient_decay: the cotangent passed from step t+1 back to step t is
+      multiplied by this factor (the paper's 0.95 trick: far-future losses
+      weigh less; 1 gives the exact gradient).
+    truncate: if > 0, the cotangent is cut every `truncate` steps
+      (truncated back-propagation through time)."""
+
+    gradient_decay: float = 1.0
+    truncate: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.gradient_decay == 1.0 and self.truncate == 0
+
+
+def inline_loops(outs: list) -> list:
+    """`outs` with the `OpFromGraph` nodes of their graph (nested loops'
+    wrappers, not those inside scans) expanded in place.
+
+    A loop body is inlined before it goes into a scan: inside a scan's inner
+    graph a wrapper would be shape-inferred through its whole inner graph at
+    every rewrite pass (minutes for an arm); its pullback has been used by
+    then."""
+    while True:
+        nodes = {v.owner for v in ancestors(outs)
+                 if v.owner is not None and isinstance(v.owner.op, OpFromGraph)}
+        if not nodes:
+            return outs
+        replace = {}
+        for node in nodes:
+            replace.update(zip(node.outputs, inline_ofg_node(node)))
+        outs = clone_replace(outs, replace=replace)
+
+
+def _forward(run, state0, leaves, n_steps, name: str):
+    n_state, n_leaves = len(state0), len(leaves)
+
+    def body(*args):
+        return inline_loops(run(list(args[:n_state]), list(args[n_state:n_state + n_leaves])))
+
+    return pytensor.scan(body, outputs_info=list(state0), non_sequences=list(leaves),
+                         n_steps=n_steps, return_updates=False, name=name)
+
+
+def _differentiable(x) -> bool:
+    return x.dtype.startswith("float")
+
+
+def _adjoint(run, state0, leaves, n_steps, outputs, cotangents, options: LoopOptions,
+             name: str):
+    """Gradients of sum_t <g_t, s_t> with respect to state0 and leaves."""
+    n_state, n_leaves = len(state0), len(leaves)
+    cots = [pt.zeros_like(o) if isinstance(c.type, DisconnectedType) else c
+            for o, c in zip(outputs, cotangents)]
+    # State before each step: s_0 .. s_{T-1}.
+    before = [pt.concatenate([s0[None], out[:-1]], axis=0) for s0, out in zip(state0, outputs)]
+    # Step numbers T-1 .. 0, only needed to truncate.
+    index = [pt.arange(n_steps)[::-1]] if options.truncate > 0 else []
+    wrt_state = [i for i, s in enumerate(state0) if _differentiable(s)]
+    wrt_leaves = [i for i, lf in enumerate(leaves) if _differentiable(lf)]
+
+    def body(*args):
+        i = len(index)
+        t = args[0] if index else None
+        s_t = list(args[i:i + n_state]); i += n_state
+        g_t = list(args[i:i + n_state]); i += n_state
+        adj = list(args[i:i + n_state]); i += n_state
+        acc = list(args[i:i + n_leaves]); i += n_leaves
+        lv = list(args[i:i + n_leaves])
+        a_next = [a + g for a, g in zip(adj, g_t)]        # cotangent of s_{t+1}
+        out = run(s_t, lv)
+        total = sum((o * a).sum() for o, a in zip(out, a_next) if _differentiable(o))
+        wrt = [s_t[k] for k in wrt_state] + [lv[k] for k in wrt_leaves]
+        grads = pytensor.grad(total, wrt, disconnected_inputs="ignore",
+                              consider_constant=a_next, return_disconnected="zero")
+        back = [pt.zeros_like(s) for s in s_t]
+        for k, g in zip(wrt_state, grads[:len(wrt_state)]):
+            back[k] = g.astype(s_t[k].dtype)
+        if options.gradient_decay != 1.0:
+            back = [options.gradient_decay * g for g in back]
+        if options.truncate > 0:
+            cut = pt.eq(t % options.truncate, 0) & (t > 0)
+            back = [pt.switch(cut, 0.0, g) for g in back]
+        new_acc = list(acc)
+        for k, g in zip(wrt_leaves, grads[len(wrt_state):]):
+            new_acc[k] = acc[k] + g.astype(acc[k].dtype)
+        return inline_loops(back + new_acc)
+
+    init = [pt.zeros_like(s) for s in state0] + [pt.zeros_like(lf) for lf in leaves]
+    res = pytensor.scan(body, sequences=index + [b[::-1] for b in before]
+                        + [c[::-1] for c in cots],
+                        outputs_info=init, non_sequences=list(leaves), n_steps=n_steps,
+                        return_updates=False, name=f"{name}_adjoint")
+    res = res if isinstance(res, (list, tuple)) else [res]
+    return [r[-1] for r in res]
+
+
+def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopOptions(),
+                      name: str = "symphys_loop") -> list:
+    """Sequences s_1..s_T (each (T, *state shape)) of `state <- run(state,
+    leaves)`; run maps two lists of tensors to the list of next states."""
+    state0 = [pt.as_tensor_variable(s) for s in state0]
+    leaves = [pt.as_tensor_variable(lf) for lf in leaves]
+    n_steps = pt.as_tensor_variable(n_steps).astype("int64")
+    n_state, n_leaves = len(state0), len(leaves)
+
+    inner_state = [s.type() for s in state0]
+    inner_leaves = [lf.type() for lf in leaves]
+    inner_n = n_steps.type()
+    inner_out = _forward(run, inner_state, inner_leaves, inner_n, name)
+    inner_out = list(inner_out) if isinstance(inner_out, (list, tuple)) else [inner_out]
+    # Leaves the loop never reads (e.g. a sphere's box size) must report a
+    # disconnected gradient, not zeros, to agree with the Op's connection
+    # pattern; so must an input whose outputs all have disconnected
+    # cotangents (e.g. a sphere's rotation when the loss ignores rotations).
+    pattern = io_connection_pattern(inner_state + inner_leaves, inner_out)
+
+    def pullback(inputs, outputs, cotangents):
+        s0 = inputs[:n_state]
+        lv = inputs[n_state:n_state + n_leaves]
+        live = [not isinstance(c.type, DisconnectedType) for c in cotangents]
+        grads = _adjoint(run, s0, lv, inputs[-1], outputs, cotangents, options, name)
+        grads = [g if any(p and lv_ for p, lv_ in zip(row, live)) and _differentiable(x)
+                 else disconnected_type()
+                 for g, row, x in zip(grads, pattern, list(s0) + list(lv))]
+        return grads + [disconnected_type()]
+
+    op = OpFromGraph(inner_state + inner_leaves + [inner_n], inner_out,
+                     pullback=pullback, inline=True, name=name)
+    out = op(*state0, *leaves, n_steps)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _constant_valued(v) -> bool:
+    """True for a constant or an expression of constants only (broadcast
+    zeros, folded literals): it can stay inside a loop body."""
+    return all(isinstance(x, Constant) for x in graph_inputs([v]))
+
+
+def close_over(fn, carry: list) -> tuple:
+    """(run, leaves) with run(carry, leaves) == fn(carry) for a loop body
+    `fn` that also reads outer tensors.
+
+    The outer tensors `fn` reads nearest to its outputs that do not depend
+    on the carry (the frontier of its graph) become explicit leaves;
+    constants stay inside."""
+    probe = [c.type() for c in carry]
+    outs = fn(probe)
+    frontier = [v for v in truncated_graph_inputs(outs, probe)
+                if v not in probe and not _constant_valued(v)]
+
+    def run(state, leaves):
+        return clone_replace(outs, replace=dict(zip(probe, state)) | dict(zip(frontier, leaves)))
+
+    return run, frontier

@@ -1,0 +1,76 @@
+"""Compiled closed-loop losses: a controller drives the scene's motors from
+its sensors for `steps` steps, and a loss is read off the trajectory.
+
+    fn = closed_loop_function(scene, steps, controller, loss, backend="jax")
+    value, *grads = fn(task, *weights.values())     # grads in weights order
+
+task: (W, n_targets) target inputs, one row per world (W worlds share the
+controller and the loss is their mean, as the loss function computes it);
+weights: {name: array} from `controller.init()`. With `population=P` the
+function is forward only and takes every weight with a leading (P, ...)
+axis: world p runs controller p (one batched rollout per CMA-ES
+generation); it returns the P losses.
+
+The loss function receives the `Trajectory` (batched: fields (W, T+1, 3))
+and the task tensor (W, n_targets), and returns a scalar, or with a
+population a (P,) vector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+
+from symphys.adjoint import LoopOptions
+from symphys.api import _cached, _LossKey
+from symphys.backends import Backend, Compiled, as_backend, compile
+from symphys.errors import ParameterError
+from symphys.params import check_names
+from symphys.rollout import rollout
+from symphys.scene import Scene
+
+
+def _weight_inputs(controller, population: int | None) -> dict:
+    lead = () if population is None else (population,)
+    return {name: pt.tensor(name=name, dtype="float64", shape=lead + tuple(shape))
+            for name, shape in controller.parameter_shapes().items()}
+
+
+def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *,
+                         backend: "str | Backend" = "jax", worlds: int = 1,
+                         population: int | None = None, wrt_params: tuple[str, ...] = (),
+                         options: LoopOptions = LoopOptions()) -> Compiled:
+    """Compiled f(task, *weights[, *params]) -> [loss, *d weights, *d params]
+    (or, with `population`, the (P,) losses).
+
+    worlds: rows of `task` simulated side by side (ignored with a
+    population: one world per member). wrt_params: scene parameters (joint
+    anchors, motor gains, sizes) taken as extra inputs and differentiated."""
+    backend = as_backend(backend)
+    check_names(scene, wrt_params, "wrt_params")
+    if population is not None and wrt_params:
+        raise ParameterError("a population rollout is forward only: no wrt_params")
+    key = ("closed_loop", scene.structure_key(), steps, controller, _LossKey(loss),
+           backend, worlds, population, tuple(wrt_params), options)
+
+    def build():
+        rows = population or worlds
+        weights = _weight_inputs(controller, population)
+        task = pt.tensor(name="task", dtype="float64", shape=(rows, scene.n_targets))
+        shapes = scene.parameters()
+        params = {n: pt.tensor(name=n, dtype="float64", shape=np.shape(shapes[n]))
+                  for n in wrt_params}
+        traj = rollout(scene, steps, params=params, controller=controller,
+                       controller_params=weights, task=task if scene.n_targets else None,
+                       options=options)
+        value = loss(traj, task)
+        inputs = [task, *weights.values(), *params.values()]
+        if population is not None:
+            return compile(inputs, value, backend)
+        grads = pytensor.grad(value, [*weights.values(), *params.values()])
+        return compile(inputs, [value, *grads], backend)
+
+    return _cached(key, build)
