@@ -44,6 +44,35 @@ def test_observation_layout_and_values():
     np.testing.assert_allclose(value[0], expected, atol=1e-12)
 
 
+def test_target_distance_observation():
+    """|rod centre - task point| for two worlds with different task points."""
+    import dataclasses
+    scene = dataclasses.replace(servo_pendulum(), sensors=(
+        sp.Sensor("gap", sp.SensorKind.TARGET_DISTANCE, "rod"),))
+    p = full_parameters(scene, {})
+    bodies, world, state = build_model(scene, p, split_batched(scene, p))
+    frames, _ = build_joint_arrays(scene, p)
+    points = np.array([[0.3, 0.0, 0.1], [-1.0, 2.0, 0.5]])
+    obs = observe(scene, state, pt.constant(np.zeros((2, 1))), pt.constant(points), bodies,
+                  world, frames)
+    centre = scene.bodies[0].position
+    value = pytensor.function([], obs, mode="FAST_COMPILE")()
+    np.testing.assert_allclose(value[:, 0], np.linalg.norm(points - centre, axis=1), rtol=1e-12)
+
+
+def test_per_world_weights_match_one_controller_each():
+    """Weights with a leading population axis: row p uses controller p."""
+    mlp = nn.MLP(3, 2, hidden=(4,))
+    members = [mlp.init(seed) for seed in range(3)]
+    stacked = {k: pt.constant(np.stack([m[k] for m in members])) for k in members[0]}
+    x = np.random.default_rng(1).normal(size=(3, 3))
+    out, _ = mlp.apply(stacked, pt.constant(x), [], None)
+    for p, member in enumerate(members):
+        one, _ = mlp.apply({k: pt.constant(v) for k, v in member.items()},
+                           pt.constant(x[p:p + 1]), [], None)
+        np.testing.assert_allclose(out.eval()[p], one.eval()[0], rtol=1e-12)
+
+
 def test_nn_forward_matches_numpy():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3, 4))

@@ -248,3 +248,26 @@ def test_sensor_errors_name_sensor_and_field(tmp_path, sensor, field, text):
     doc["sensors"] = [dict({"name": "s"}, **sensor)]
     msg = _error(tmp_path, doc)
     assert "sensor 's'" in msg and f"field '{field}'" in msg and text in msg
+
+
+def test_shipped_hopper_scene():
+    """A5's quadruped: 13 bodies, 8 hip/knee servos at 4 N m, 28.7 kg,
+    standing on its four feet."""
+    hopper = sp.load_scene("hopper")
+    assert len(hopper.bodies) == 13 and len(hopper.motors) == 8
+    assert all(m.max_torque == 4.0 and m.gain == 50 for m in hopper.motors)
+    assert sum(b.mass for b in hopper.bodies) == pytest.approx(28.7, abs=0.02)
+    feet = [b for b in hopper.bodies if b.name.endswith("_foot")]
+    assert len(feet) == 4 and all(b.position[2] == pytest.approx(b.radius) for b in feet)
+    assert {(c.a, c.b) for c in hopper.contacts} == {(b, "ground") for b in
+                                                     ["spine", *(f.name for f in feet)]}
+    assert hopper.n_observations == 2 and hopper.dt == 0.005
+
+
+def test_target_distance_sensor_reads_three_task_inputs():
+    scene = (sp.SceneBuilder("t").sphere("s", radius=0.1, mass=1.0)
+             .sphere("t", radius=0.1, mass=1.0, position=[1, 0, 0])
+             .joint("j", "hinge", parent="s", child="t", anchor=[0.5, 0, 0], axis=[0, 1, 0])
+             .motor("m", joint="j")
+             .sensor("target_distance", body="t").sensor("target", size=2).build())
+    assert scene.n_observations == 1 + 2 and scene.n_targets == 3 + 2
