@@ -10,9 +10,8 @@ covariance, as a full one on 17,284 parameters does not fit; each
 generation is one batched rollout) on the same loss, in the same run.
 
 The servos turn at most 45 deg/s, so the gripper needs about 1.6 s to
-reach the target from rest: the loss cannot reach 0; the run reports the
-floor that rate limit sets (the loss of the best fixed servo targets
-reached at full speed, `rate_floor`).
+reach the target from rest, and the loss cannot reach 0 (the floor this
+rate limit sets is not computed yet).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import dataclasses
 import time
 
 import numpy as np
-import pytensor.tensor as pt
 
 from symphys import nn
 from symphys.algebra import safe_vector_norm
@@ -184,7 +182,7 @@ def report(result: ExperimentResult) -> str:
     m = result.metrics
     return (table(head, rows)
             + f"\ncontroller: {m['parameters']} parameters; steps {result.extra['steps']}"
-            + f"\ntargets: < 4 cm within 100 evaluations: "
+            + "\ntargets: < 4 cm within 100 evaluations: "
             + ("met" if m["target_4cm_within_100"] else "NOT met")
             + "; < 1 cm within 150: " + ("met" if m["target_1cm_within_150"] else "NOT met"))
 
