@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytensor.tensor as pt
 
@@ -293,67 +293,151 @@ class BoundedRow:
     n_rows = 1
 
 
-def _solve_bounded(item: BoundedRow, v: Vec3, w: Vec3, lam):
+@dataclass(frozen=True)
+class PackedRow:
+    """A `RowBlock` in matrix form, as the solver loop reads it.
+
+    Velocities are one tensor V (B, N, 6): [v, w] per body. `gather` picks
+    the row's bodies, a's K then (two-sided) b's K; `jac` is J over those
+    bodies' velocities and `dirs` is M^-1 J^T, both (B, 2K or K, 6), b's
+    part carrying the minus sign. One gather and one scatter per row, where
+    the (B, N) components need six of each per body."""
+
+    kind: RowKind
+    gather: Gather
+    two_sided: bool
+    jac: object
+    dirs: object
+    m_eff: object
+    m_soft: object
+    gamma: object
+    target: object
+
+    def velocity(self, V):
+        """J v for V (B, N, 6): (B, K)."""
+        jv = (self.jac * self.gather.take(V)).sum(axis=-1)
+        if not self.two_sided:
+            return jv
+        k = len(self.gather.index) // 2
+        return jv[:, :k] + jv[:, k:]
+
+    def apply(self, V, impulse):
+        """V with the velocity change of `impulse` (B, K) added."""
+        if self.two_sided:
+            impulse = pt.concatenate([impulse, impulse], axis=1)
+        return self.gather.add(V, self.dirs * impulse[:, :, None])
+
+
+def _stack(components: tuple, k: int):
+    """(Bp, K, 6) stack of six (Bp, K) / (1, K) / scalar components."""
+    comps = [pt.as_tensor_variable(c) for c in components]
+    full = [c for c in comps if c.ndim == 2]
+    ref = next((c for c in full if not c.type.broadcastable[0]), full[0] if full else None)
+    shape = (1, k) if ref is None else ref.shape
+    comps = [c if ref is not None and c.type.broadcastable == ref.type.broadcastable
+             else pt.broadcast_to(c, shape) for c in comps]
+    return pt.stack(comps, axis=-1)
+
+
+def _side_columns(side: Side, j_lin: Vec3 | None, k: int):
+    """(J, M^-1 J^T) of one side as (Bp, K, 6) stacks (Bp: 1 or B)."""
+    zero = (pt.constant(0.0),) * 3
+    lin = zero if j_lin is None else tuple(j_lin)
+    dv = zero if side.dv is None else tuple(side.dv)
+    return _stack((*lin, *side.j_ang), k), _stack((*dv, *side.dw), k)
+
+
+def _join_sides(a, b):
+    """[a, -b] along the row axis, broadcasting the batch axis."""
+    if a.type.broadcastable != b.type.broadcastable:
+        a, b = pt.broadcast_arrays(a, b)
+    return pt.concatenate([a, -b], axis=1)
+
+
+def pack(row: RowBlock) -> PackedRow:
+    """The matrix form of `row` for velocities V (B, N, 6)."""
+    ga = row.a.gather
+    k = len(ga.index)
+    jac, dirs = _side_columns(row.a, row.j_lin, k)
+    gather = ga
+    if row.b is not None:
+        jac_b, dirs_b = _side_columns(row.b, row.j_lin, k)
+        jac = _join_sides(jac, jac_b)
+        dirs = _join_sides(dirs, dirs_b)
+        gather = Gather(ga.index + row.b.gather.index, ga.n_bodies)
+    return PackedRow(row.kind, gather, row.b is not None, jac, dirs, row.m_eff,
+                     row.m_soft, row.gamma, row.target)
+
+
+def _packed(block):
+    """A `ContactRows` or `BoundedRow` with its rows in matrix form."""
+    if isinstance(block, BoundedRow):
+        return replace(block, row=pack(block.row))
+    rolling = None if block.rolling is None else tuple(pack(r) for r in block.rolling)
+    return replace(block, normal=pack(block.normal), tangent1=pack(block.tangent1),
+                   tangent2=pack(block.tangent2), rolling=rolling)
+
+
+def _solve_bounded(item: BoundedRow, V, lam):
     row = item.row
-    jv = row.velocity(v, w)
+    jv = row.velocity(V)
     new = lam + row.m_soft * (row.target - jv - row.gamma * lam)
     if item.lower is not None:
         new = pt.switch(new > item.lower, new, item.lower)
     if item.upper is not None:
         new = pt.switch(new < item.upper, new, item.upper)
-    v, w = row.apply(v, w, new - lam)
-    return v, w, new
+    return row.apply(V, new - lam), new
 
 
-def _sweep(blocks: list, v: Vec3, w: Vec3, acc: list, friction_model: FrictionModel):
+def _sweep(blocks: list, V, acc: list, friction_model: FrictionModel):
     """One Gauss-Seidel pass over every block (`ContactRows` or
-    `BoundedRow`, in order); returns (v, w, new acc)."""
+    `BoundedRow` of `PackedRow`s, in order); returns (V, new acc)."""
     acc = list(acc)
     for i, rows in enumerate(blocks):
         if isinstance(rows, BoundedRow):
-            v, w, new = _solve_bounded(rows, v, w, acc[i][0])
+            V, new = _solve_bounded(rows, V, acc[i][0])
             acc[i] = (new,)
             continue
         lam_n, lam_1, lam_2, *lam_roll = acc[i]
         row = rows.normal
-        jv = row.velocity(v, w)
+        jv = row.velocity(V)
         trial_n = lam_n + row.m_soft * (row.target - jv - row.gamma * lam_n)
         # switch, not maximum: at a tie the gradient is 0 (inactive contact).
         new_n = pt.switch(trial_n > 0, trial_n, 0.0)
-        v, w = row.apply(v, w, new_n - lam_n)
+        V = row.apply(V, new_n - lam_n)
         bound = rows.friction * new_n
         if friction_model is FrictionModel.PYRAMID:
             new_t = []
             for row, lam in ((rows.tangent1, lam_1), (rows.tangent2, lam_2)):
-                trial = lam - row.m_eff * row.velocity(v, w)
+                trial = lam - row.m_eff * row.velocity(V)
                 # With no normal impulse the friction impulse is 0 whatever the
                 # trial value: clip's gradient at clip(0, -0, 0) would be 1.
                 new = pt.switch(bound > 0, pt.clip(trial, -bound, bound), 0.0)
-                v, w = row.apply(v, w, new - lam)
+                V = row.apply(V, new - lam)
                 new_t.append(new)
             new_1, new_2 = new_t
         else:
-            t1 = lam_1 - rows.tangent1.m_eff * rows.tangent1.velocity(v, w)
-            t2 = lam_2 - rows.tangent2.m_eff * rows.tangent2.velocity(v, w)
+            t1 = lam_1 - rows.tangent1.m_eff * rows.tangent1.velocity(V)
+            t2 = lam_2 - rows.tangent2.m_eff * rows.tangent2.velocity(V)
             mag_sq = t1 * t1 + t2 * t2
             over = mag_sq > bound * bound
             scale = pt.switch(over, bound / pt.sqrt(pt.switch(over, mag_sq, 1.0)), 1.0)
             active = bound > 0
             new_1 = pt.switch(active, t1 * scale, 0.0)
             new_2 = pt.switch(active, t2 * scale, 0.0)
-            v, w = rows.tangent1.apply(v, w, new_1 - lam_1)
-            v, w = rows.tangent2.apply(v, w, new_2 - lam_2)
+            V = rows.tangent1.apply(V, new_1 - lam_1)
+            V = rows.tangent2.apply(V, new_2 - lam_2)
         acc[i] = (new_n, new_1, new_2)
         if rows.rolling is not None:
             roll_bound = rows.rolling_friction * new_n
             new_r = []
             for row, lam in zip(rows.rolling, lam_roll):
-                trial = lam - row.m_eff * row.velocity(v, w)
+                trial = lam - row.m_eff * row.velocity(V)
                 new = pt.switch(roll_bound > 0, pt.clip(trial, -roll_bound, roll_bound), 0.0)
-                v, w = row.apply(v, w, new - lam)
+                V = row.apply(V, new - lam)
                 new_r.append(new)
             acc[i] = acc[i] + tuple(new_r)
-    return v, w, acc
+    return V, acc
 
 
 def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
@@ -362,29 +446,26 @@ def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
     solved in the given order) for `iterations` sweeps.
 
     Accumulated impulses are clamped (normal >= 0, friction inside the
-    pyramid or cone of mu * normal) and only the change is applied. One sweep
-    is written out; more sweeps run as an inner `scan` (with its own
-    adjoint, `adjoint.loop_with_adjoint`), so the graph (and its compile
-    time) does not grow with the iteration count.
-    """
+    pyramid or cone of mu * normal) and only the change is applied. The
+    sweeps run as a `scan` (with its own adjoint,
+    `adjoint.loop_with_adjoint`) over velocities in matrix form (B, N, 6),
+    so the graph (and its compile time) does not grow with the iteration
+    count. v, w: (B, N) components."""
+    V = pt.stack([*v, *w], axis=-1)
+    packed = [_packed(rows) for rows in blocks]
     zero = [pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
-                          .velocity(v, w)) for rows in blocks]
-    acc = [(z,) * rows.n_rows for z, rows in zip(zero, blocks)]
-    v, w, acc = _sweep(blocks, v, w, acc, friction_model)
-    if iterations == 1:
-        return v, w
+                          .velocity(V)) for rows in packed]
+    init = [V] + [z for z, rows in zip(zero, packed) for _ in range(rows.n_rows)]
 
     def sweep(carry):
-        cv, cw = Vec3(*carry[0:3]), Vec3(*carry[3:6])
-        cacc, pos = [], 6
-        for rows in blocks:
+        cacc, pos = [], 1
+        for rows in packed:
             cacc.append(tuple(carry[pos: pos + rows.n_rows]))
             pos += rows.n_rows
-        nv, nw, nacc = _sweep(blocks, cv, cw, cacc, friction_model)
-        return [*nv, *nw] + [x for group in nacc for x in group]
+        nV, nacc = _sweep(packed, carry[0], cacc, friction_model)
+        return [nV] + [x for group in nacc for x in group]
 
-    init = [*v, *w] + [x for group in acc for x in group]
     run, leaves = close_over(sweep, init)
-    out = loop_with_adjoint(run, init, leaves, iterations - 1, name="symphys_pgs")
-    last = [o[-1] for o in out]
-    return Vec3(*last[0:3]), Vec3(*last[3:6])
+    out = loop_with_adjoint(run, init, leaves, iterations, name="symphys_pgs")
+    V = out[0][-1]
+    return Vec3(*(V[..., i] for i in range(3))), Vec3(*(V[..., i] for i in range(3, 6)))
