@@ -30,7 +30,7 @@ from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Constant
 from pytensor.graph.op import io_connection_pattern
 from pytensor.graph.replace import clone_replace
-from pytensor.graph.traversal import ancestors, graph_inputs, truncated_graph_inputs
+from pytensor.graph.traversal import ancestors, graph_inputs, io_toposort
 from pytensor.tensor.rewriting.ofg import inline_ofg_node
 
 
@@ -176,6 +176,26 @@ def _constant_valued(v) -> bool:
     return all(isinstance(x, Constant) for x in graph_inputs([v]))
 
 
+def _frontier(outs: list, probe: list) -> list:
+    """The tensors nearest to `outs` that do not depend on `probe`: every
+    input of a probe-dependent node (and every output) that does not itself
+    depend on the probe, in graph order. (PyTensor's `truncated_graph_inputs`
+    may return such a tensor's own inputs instead, when they are read
+    elsewhere too, which would recompute it in every loop iteration.)"""
+    depends = set(probe)
+    found: dict = {}
+    for node in io_toposort(probe, outs):
+        if any(i in depends for i in node.inputs):
+            depends.update(node.outputs)
+            for i in node.inputs:
+                if i not in depends:
+                    found.setdefault(i, None)
+    for o in outs:
+        if o not in depends:
+            found.setdefault(o, None)
+    return [v for v in found if not _constant_valued(v)]
+
+
 def close_over(fn, carry: list) -> tuple:
     """(run, leaves) with run(carry, leaves) == fn(carry) for a loop body
     `fn` that also reads outer tensors.
@@ -185,8 +205,7 @@ def close_over(fn, carry: list) -> tuple:
     constants stay inside."""
     probe = [c.type() for c in carry]
     outs = fn(probe)
-    frontier = [v for v in truncated_graph_inputs(outs, probe)
-                if v not in probe and not _constant_valued(v)]
+    frontier = _frontier(outs, probe)
 
     def run(state, leaves):
         return clone_replace(outs, replace=dict(zip(probe, state)) | dict(zip(frontier, leaves)))

@@ -29,7 +29,7 @@ from symphys.api import _cached, _LossKey
 from symphys.backends import Backend, Compiled, as_backend, compile
 from symphys.errors import ParameterError
 from symphys.params import check_names
-from symphys.rollout import rollout
+from symphys.rollout import Trajectory, rollout
 from symphys.scene import Scene
 
 
@@ -42,9 +42,11 @@ def _weight_inputs(controller, population: int | None) -> dict:
 def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *,
                          backend: "str | Backend" = "jax", worlds: int = 1,
                          population: int | None = None, wrt_params: tuple[str, ...] = (),
-                         options: LoopOptions = LoopOptions()) -> Compiled:
+                         options: LoopOptions = LoopOptions(),
+                         gradient: bool = True) -> Compiled:
     """Compiled f(task, *weights[, *params]) -> [loss, *d weights, *d params]
-    (or, with `population`, the (P,) losses).
+    (or, with `population`, the (P,) losses; with gradient=False, the loss
+    alone, which may then be any array, e.g. one value per world).
 
     worlds: rows of `task` simulated side by side (ignored with a
     population: one world per member). wrt_params: scene parameters (joint
@@ -54,7 +56,7 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
     if population is not None and wrt_params:
         raise ParameterError("a population rollout is forward only: no wrt_params")
     key = ("closed_loop", scene.structure_key(), steps, controller, _LossKey(loss),
-           backend, worlds, population, tuple(wrt_params), options)
+           backend, worlds, population, tuple(wrt_params), options, gradient)
 
     def build():
         rows = population or worlds
@@ -68,9 +70,47 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
                        options=options)
         value = loss(traj, task)
         inputs = [task, *weights.values(), *params.values()]
-        if population is not None:
+        if population is not None or not gradient:
             return compile(inputs, value, backend)
         grads = pytensor.grad(value, [*weights.values(), *params.values()])
         return compile(inputs, [value, *grads], backend)
 
     return _cached(key, build)
+
+
+def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, task=None, *,
+                           backend: "str | Backend" = "jax") -> Trajectory:
+    """The numeric trajectory of one controlled run (for plots and reports).
+
+    weights: {name: array} as from `controller.init()`; task: (n_targets,)
+    or (W, n_targets) when the scene has target sensors. Returns the
+    `Trajectory` of world 0, fields (steps + 1, ...)."""
+    backend = as_backend(backend)
+    rows = 1 if task is None or np.ndim(task) == 1 else len(task)
+    key = ("closed_loop_trajectory", scene.structure_key(), steps, controller, backend, rows)
+
+    def build():
+        inputs = _weight_inputs(controller, None)
+        task_in = pt.tensor(name="task", dtype="float64", shape=(rows, scene.n_targets))
+        traj = rollout(scene, steps, controller=controller, controller_params=inputs,
+                       task=task_in if scene.n_targets else None)
+        names = scene.body_names
+        outs = [getattr(traj, field)[n] for field in _FIELDS for n in names]
+        return compile([task_in, *inputs.values()], outs, backend)
+
+    fn = _cached(key, build)
+    task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)
+    outs = fn(task, *(weights[n] for n in controller.parameter_shapes()))
+    names = scene.body_names
+    per_field = [dict(zip(names, outs[i * len(names):(i + 1) * len(names)]))
+                 for i in range(len(_FIELDS))]
+
+    def world0(x):
+        x = np.asarray(x)
+        return x[0] if x.ndim >= 3 and x.shape[0] == rows and x.shape[1] == steps + 1 else x
+
+    fields = [{n: world0(v) for n, v in d.items()} for d in per_field]
+    return Trajectory(np.arange(steps + 1) * scene.dt, *fields, batched=False)
+
+
+_FIELDS = ("position", "rotation", "velocity", "angular_velocity")

@@ -7,7 +7,10 @@ A joint holds its child (body a) to its parent (body b, or the world):
 - angular rows keep the bodies' relative orientation (fixed and slider: all
   three axes; hinge: the two axes across the hinge axis);
 - a hinge or slider has a coordinate q (angle in rad or slide in m, 0 at the
-  initial pose) with optional one-sided limit rows, and may carry a motor.
+  initial pose) with optional one-sided limit rows, and may carry a motor;
+- a universal joint has point rows and one angular row keeping its two
+  axes (the parent's `axis`, the child's `axis2`) perpendicular: no twist.
+  Its coordinates are the angles about each axis; each may carry a motor.
 
 Every joint stores, per world, its anchor in child and parent coordinates
 and its joint frame F = [axis, ref, axis x ref] (columns, world at the
@@ -29,9 +32,9 @@ import pytensor.tensor as pt
 
 from symphys.algebra import Mat3, Vec3, cross, dot, matmul, matTvec, matvec, quat_to_mat, transpose
 from symphys.contacts import Gather
-from symphys.model import BodyArrays, State, _stack_bodies
+from symphys.model import State, _stack_bodies
 from symphys.scene import WORLD, JointType, MotorMode, Scene
-from symphys.solver import BoundedRow, RowBlock, RowKind, angular_row, linear_row
+from symphys.solver import BoundedRow, Mobility, RowBlock, RowKind, angular_row, linear_row
 
 _X = Vec3(1.0, 0.0, 0.0)
 _Y = Vec3(0.0, 1.0, 0.0)
@@ -58,6 +61,7 @@ class MotorBlock:
     joints: tuple[int, ...]
     a: tuple[int, ...]
     b: tuple[int, ...] | None
+    axis: int = 0                    # coordinate driven (universal joints: 0 or 1)
 
 
 def _greedy_blocks(items, key):
@@ -103,12 +107,13 @@ def joint_blocks(scene: Scene) -> list[JointBlock]:
 def motor_blocks(scene: Scene) -> list[MotorBlock]:
     items = _joint_items(scene)
     names = scene.joint_names
-    motors = [dict(items[names.index(m.joint)], motor=i, mode=m.mode)
+    motors = [dict(items[names.index(m.joint)], motor=i, mode=m.mode, axis=m.axis)
               for i, m in enumerate(scene.motors)]
-    groups = _greedy_blocks(motors, lambda x: (x["mode"], x["type"], x["b"] is None))
+    groups = _greedy_blocks(motors, lambda x: (x["mode"], x["type"], x["b"] is None,
+                                               x["axis"]))
     return [MotorBlock(k[0], k[1], tuple(x["motor"] for x in blk),
                        tuple(x["joint"] for x in blk), tuple(x["a"] for x in blk),
-                       _parents(blk)) for k, blk in groups]
+                       _parents(blk), k[3]) for k, blk in groups]
 
 
 def jointed_groups(scene: Scene) -> list[tuple[int, ...]]:
@@ -176,10 +181,12 @@ def _perpendicular(axis) -> np.ndarray:
     return ref / np.linalg.norm(ref)
 
 
-def joint_frame(axis) -> Mat3:
-    """F = [axis, ref, axis x ref] as columns (numeric constants)."""
+def joint_frame(axis, ref=None) -> Mat3:
+    """F = [axis, ref, axis x ref] as columns (numeric constants); ref: a
+    unit vector perpendicular to axis (a universal joint's axis2), or None
+    for any."""
     a = np.asarray(axis, float)
-    ref = _perpendicular(a)
+    ref = _perpendicular(a) if ref is None else np.asarray(ref, float)
     c = np.cross(a, ref)
     return Mat3(*(float(v) for v in np.stack([a, ref, c], axis=1).ravel()))
 
@@ -208,7 +215,7 @@ def build_joint_arrays(scene: Scene, p: dict):
         for j in scene.joints:
             anchor = p[f"{j.name}.anchor"]
             anchor = Vec3(anchor[..., 0], anchor[..., 1], anchor[..., 2])
-            frame = joint_frame(j.axis)
+            frame = joint_frame(j.axis, j.axis2)
             pa, ra = _initial_pose(p, j.child)
             local_a = matTvec(ra, anchor - pa)
             frame_a = matmul(transpose(ra), frame)
@@ -276,21 +283,31 @@ def _pose(joints: tuple[int, ...], a, b, frames: JointFrames, state: State,
                  side_b, wa, wb)
 
 
-def coordinate(kind: JointType, pose: _Pose):
+def coordinate(kind: JointType, pose: _Pose, axis: int = 0):
     """Joint coordinate q: hinge angle of the child about the axis from its
-    initial pose (atan2, in (-pi, pi]); slider displacement along the axis."""
-    if kind is JointType.HINGE:
+    initial pose (atan2, in (-pi, pi]); slider displacement along the axis.
+    Universal joint: axis 0, the angle of the child's axis2 about the
+    parent's axis (as a hinge); axis 1, the child's turn about its axis2."""
+    if kind in (JointType.HINGE, JointType.UNIVERSAL) and axis == 0:
         return pt.arctan2(dot(pose.ref_a, pose.side_b), dot(pose.ref_a, pose.ref_b))
+    if kind is JointType.UNIVERSAL:
+        across = cross(pose.ref_a, pose.axis_b)
+        return pt.arctan2(dot(pose.axis_a, across), dot(pose.axis_a, pose.axis_b))
     return dot(pose.error, pose.axis_b)
 
 
+def coordinate_axis(kind: JointType, pose: _Pose, axis: int = 0) -> Vec3:
+    """World direction along which the coordinate's rate is measured: the
+    parent's axis, or a universal joint's axis2 (on the child)."""
+    return pose.ref_a if kind is JointType.UNIVERSAL and axis == 1 else pose.axis_b
+
+
 def _axis_row(kind: JointType, row_kind: RowKind, direction: Vec3, pose: _Pose,
-              bodies, rotation, target) -> RowBlock:
+              mob: Mobility, target) -> RowBlock:
     """A row on the joint coordinate's rate along `direction` (+-axis)."""
-    if kind is JointType.HINGE:
-        return angular_row(row_kind, direction, pose.ga, pose.gb, bodies, rotation, target)
-    return linear_row(row_kind, direction, pose.ra, pose.rb, pose.ga, pose.gb, bodies,
-                      rotation, target)
+    if kind in (JointType.HINGE, JointType.UNIVERSAL):
+        return angular_row(row_kind, direction, pose.ga, pose.gb, mob, target)
+    return linear_row(row_kind, direction, pose.ra, pose.rb, pose.ga, pose.gb, mob, target)
 
 
 def _rotation_error(pose: _Pose) -> Vec3:
@@ -313,7 +330,7 @@ def _centripetal_drift(pose: _Pose, w: Vec3, dt: float) -> Vec3:
     return drift.scale(0.5 * dt * dt)
 
 
-def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, bodies: BodyArrays,
+def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobility,
                state: State, w: Vec3, feedback: float, dt: float) -> list[BoundedRow]:
     """Equality rows (and limit rows) of one joint block at the current pose;
     position errors are fed back at rate `feedback` / dt (Baumgarte), and the
@@ -321,18 +338,17 @@ def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, bodies: Bod
     before the solve) is cancelled in advance."""
     pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
                  len(scene.joints))
-    rot = state.rotation
     rows = []
     drift = _centripetal_drift(pose, w, dt)
 
     def point(direction: Vec3, error):
         target = -(feedback * error + dot(drift, direction)) / dt
         rows.append(BoundedRow(linear_row(RowKind.JOINT, direction, pose.ra, pose.rb,
-                                          pose.ga, pose.gb, bodies, rot, target)))
+                                          pose.ga, pose.gb, mob, target)))
 
     def turn(direction: Vec3, error):
         rows.append(BoundedRow(angular_row(RowKind.JOINT, direction, pose.ga, pose.gb,
-                                           bodies, rot, -feedback * error / dt)))
+                                           mob, -feedback * error / dt)))
 
     kind = block.type
     if kind is JointType.SLIDER:
@@ -345,15 +361,18 @@ def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, bodies: Bod
         misalign = cross(pose.axis_b, pose.axis_a)
         for t in (pose.ref_b, pose.side_b):
             turn(t, dot(misalign, t))
+    elif kind is JointType.UNIVERSAL:
+        # d/dt (axis_b . ref_a) = (w_a - w_b) . (ref_a x axis_b)
+        turn(cross(pose.ref_a, pose.axis_b), dot(pose.axis_b, pose.ref_a))
     elif kind in (JointType.FIXED, JointType.SLIDER):
         for axis, comp in zip((_X, _Y, _Z), _rotation_error(pose)):
             turn(axis, comp)
     if kind in (JointType.HINGE, JointType.SLIDER):
-        rows += _limit_rows(block, scene, pose, bodies, rot, feedback, dt)
+        rows += _limit_rows(block, scene, pose, mob, feedback, dt)
     return rows
 
 
-def _limit_rows(block: JointBlock, scene: Scene, pose: _Pose, bodies, rotation,
+def _limit_rows(block: JointBlock, scene: Scene, pose: _Pose, mob: Mobility,
                 feedback: float, dt: float) -> list[BoundedRow]:
     """One-sided rows keeping q in [lo, hi]: for a slack s = q - lo (or
     hi - q) the row lets the joint approach by at most s within the step and
@@ -369,8 +388,8 @@ def _limit_rows(block: JointBlock, scene: Scene, pose: _Pose, bodies, rotation,
     for sign, slack in ((1.0, q - lo), (-1.0, hi - q)):
         target = pt.switch(slack < 0, -feedback * slack / dt, -slack / dt)
         direction = pose.axis_b.scale(sign)
-        rows.append(BoundedRow(_axis_row(block.type, RowKind.LIMIT, direction, pose,
-                                         bodies, rotation, target), lower=0.0))
+        rows.append(BoundedRow(_axis_row(block.type, RowKind.LIMIT, direction, pose, mob,
+                                         target), lower=0.0))
     return rows
 
 
@@ -411,7 +430,7 @@ def motor_commands(block: MotorBlock, scene: Scene, action):
 
 
 def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: MotorArrays,
-               bodies: BodyArrays, state: State, action, dt: float):
+               mob: Mobility, state: State, action, dt: float):
     """(rows, impulse): servo rows of a position/velocity block, or for a
     torque block the row along the axis and the impulse it receives this
     step (clip(command, +-max_torque) dt), applied before the solve."""
@@ -420,16 +439,16 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
     gm = Gather(block.motors, len(scene.motors))
     max_impulse = gm.take(motors.max_torque) * dt
     command = motor_commands(block, scene, action)
+    direction = coordinate_axis(block.joint_type, pose, block.axis)
     if block.mode is MotorMode.TORQUE:
-        row = _axis_row(block.joint_type, RowKind.MOTOR, pose.axis_b, pose, bodies,
-                        state.rotation, 0.0)
+        row = _axis_row(block.joint_type, RowKind.MOTOR, direction, pose, mob, 0.0)
         return row, pt.clip(command * dt, -max_impulse, max_impulse)
     max_rate = gm.take(motors.max_velocity)
     if block.mode is MotorMode.POSITION:
-        rate = gm.take(motors.gain) * (command - coordinate(block.joint_type, pose))
+        rate = gm.take(motors.gain) * (command - coordinate(block.joint_type, pose,
+                                                            block.axis))
     else:
         rate = command
     target = pt.clip(rate, -max_rate, max_rate)
-    row = _axis_row(block.joint_type, RowKind.MOTOR, pose.axis_b, pose, bodies,
-                    state.rotation, target)
+    row = _axis_row(block.joint_type, RowKind.MOTOR, direction, pose, mob, target)
     return BoundedRow(row, lower=-max_impulse, upper=max_impulse), None

@@ -58,7 +58,8 @@ class MLP:
     the linear controller. The output layer's activation (linear by
     default) is scaled by `output_scale`; its weights start at
     `output_init` times the Glorot scale (small: the robot starts near its
-    rest pose)."""
+    rest pose). `skip` adds a linear map from the input to the output
+    layer's pre-activation (`<prefix>.skip_w`, `<prefix>.skip_b`)."""
 
     n_in: int
     n_out: int
@@ -68,6 +69,7 @@ class MLP:
     output_scale: float = 1.0
     output_init: float = 0.1
     prefix: str = "ctrl"
+    skip: bool = False
 
     def _sizes(self):
         return (self.n_in, *self.hidden, self.n_out)
@@ -78,6 +80,9 @@ class MLP:
         for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
             shapes[f"{self.prefix}.w{k}"] = (a, b)
             shapes[f"{self.prefix}.b{k}"] = (b,)
+        if self.skip:
+            shapes[f"{self.prefix}.skip_w"] = (self.n_in, self.n_out)
+            shapes[f"{self.prefix}.skip_b"] = (self.n_out,)
         return shapes
 
     @property
@@ -91,7 +96,7 @@ class MLP:
             if len(shape) == 1:
                 out[name] = np.zeros(shape)
             else:
-                last = name.endswith(f".w{n_layers - 1}")
+                last = name.endswith((f".w{n_layers - 1}", ".skip_w"))
                 gain = self.output_init if last else (
                     np.sqrt(2.0) if self.activation is Activation.RELU else 1.0)
                 out[name] = _glorot(rng, shape, gain)
@@ -105,8 +110,12 @@ class MLP:
         n_layers = len(self._sizes()) - 1
         for k in range(n_layers):
             x = _matmul(x, params[f"{self.prefix}.w{k}"]) + params[f"{self.prefix}.b{k}"]
-            x = self.activation(x) if k < n_layers - 1 else self.output(x)
-        return x * self.output_scale, carry
+            if k < n_layers - 1:
+                x = self.activation(x)
+        if self.skip:
+            x = x + _matmul(observation, params[f"{self.prefix}.skip_w"]) \
+                + params[f"{self.prefix}.skip_b"]
+        return self.output(x) * self.output_scale, carry
 
 
 def Linear(n_in: int, n_out: int, **kwargs) -> MLP:

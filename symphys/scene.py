@@ -102,6 +102,7 @@ class JointType(enum.Enum):
     HINGE = "hinge"      # rotation about `axis`
     BALL = "ball"        # rotation about the anchor, any axis
     SLIDER = "slider"    # translation along `axis`, no rotation
+    UNIVERSAL = "universal"  # rotation about `axis` (parent) and `axis2` (child), no twist
 
 
 class MotorMode(enum.Enum):
@@ -119,7 +120,10 @@ class Joint:
 
     anchor and axis are world coordinates at the initial pose; the joint
     coordinate q (angle in rad, or slide in m) is 0 there. limits: (lo, hi)
-    on q or None; only hinges and sliders have an axis and limits."""
+    on q or None; only hinges and sliders have limits. A universal joint
+    (a 2-DOF hip or wrist) turns about `axis`, fixed in the parent, and
+    `axis2` (perpendicular to it at the initial pose), fixed in the child;
+    its coordinates q0, q1 are the angles about each."""
 
     name: str
     type: JointType
@@ -128,15 +132,21 @@ class Joint:
     anchor: tuple[float, float, float]
     axis: tuple[float, float, float] = (0.0, 0.0, 1.0)
     limits: tuple[float, float] | None = None
+    axis2: tuple[float, float, float] | None = None
+
+    @property
+    def n_coordinates(self) -> int:
+        return {JointType.HINGE: 1, JointType.SLIDER: 1, JointType.UNIVERSAL: 2}.get(self.type, 0)
 
     @property
     def has_coordinate(self) -> bool:
-        return self.type in (JointType.HINGE, JointType.SLIDER)
+        return self.n_coordinates > 0
 
 
 @dataclass(frozen=True)
 class Motor:
-    """An actuator on a hinge or slider joint, driven by one action entry.
+    """An actuator on a hinge, slider or universal joint (`axis`: which of
+    its two coordinates), driven by one action entry.
 
     Position and velocity servos are constraint rows whose impulse is
     bounded by max_torque * dt (N m, or N on a slider); a torque motor adds
@@ -151,6 +161,7 @@ class Motor:
     max_velocity: float = 1.0
     max_torque: float = 1.0
     command_range: tuple[float, float] | None = None
+    axis: int = 0
 
 
 class SensorKind(enum.Enum):
@@ -281,9 +292,9 @@ class Scene:
             "contacts": [(c.a, c.b) for c in self.contacts],
             # Joint axes and limits are built into the graph as constants;
             # anchors and motor gains are inputs.
-            "joints": [(j.name, j.type.value, j.parent, j.child, j.axis, j.limits)
+            "joints": [(j.name, j.type.value, j.parent, j.child, j.axis, j.limits, j.axis2)
                        for j in self.joints],
-            "motors": [(m.name, m.joint, m.mode.value, m.command_range)
+            "motors": [(m.name, m.joint, m.mode.value, m.command_range, m.axis)
                        for m in self.motors],
             "sensors": [(x.kind.value, x.source, x.frequencies, x.size, x.margin)
                         for x in self.sensors],

@@ -36,10 +36,10 @@ _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "restitution_threshold", "friction_model", "gyroscopic",
                   "renormalisation_iterations"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
-_JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "limits"}
+_JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits"}
 _SENSOR_FIELDS = {"name", "type", "joint", "body", "frequencies", "size", "margin"}
 _MOTOR_FIELDS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque",
-                 "command_range"}
+                 "command_range", "axis"}
 
 
 def closest(name: str, choices) -> str:
@@ -392,16 +392,29 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
             r.fail("child", f"unknown body '{child}'{closest(child, list(by_name))}")
         if parent == child:
             r.fail("child", "a body cannot be jointed to itself")
-        has_axis = kind in (JointType.HINGE, JointType.SLIDER)
-        for key in ("axis", "limits"):
-            if r.has(key) and not has_axis:
-                r.fail(key, f"not used by a {kind.value} joint")
+        universal = kind is JointType.UNIVERSAL
+        has_axis = kind in (JointType.HINGE, JointType.SLIDER) or universal
+        used = {"axis": has_axis, "axis2": universal, "limits": has_axis and not universal}
+        for key, ok in used.items():
+            if r.has(key) and not ok:
+                hint = ("; bound its motors' command_range instead"
+                        if universal and key == "limits" else "")
+                r.fail(key, f"not used by a {kind.value} joint{hint}")
         anchor = (r.vector("anchor", 3, by_name[child].position) if kind is JointType.FIXED
                   else r.vector("anchor", 3))
+        axis = _unit_axis(r, "axis") if has_axis else (0.0, 0.0, 1.0)
+        axis2 = None
+        if universal:
+            if not r.has("axis2"):
+                r.fail("axis2", "missing: a universal joint needs its second axis")
+            axis2 = _unit_axis(r, "axis2")
+            if abs(sum(a * b for a, b in zip(axis, axis2))) > 1e-6:
+                r.fail("axis2", f"must be perpendicular to axis {list(axis)}, got "
+                       f"{list(axis2)}")
         joints.append(Joint(name=name, type=kind, parent=parent, child=child,
-                            anchor=anchor,
-                            axis=_unit_axis(r, "axis") if has_axis else (0.0, 0.0, 1.0),
-                            limits=_range(r, "limits") if has_axis else None))
+                            anchor=anchor, axis=axis,
+                            limits=_range(r, "limits") if used["limits"] else None,
+                            axis2=axis2))
     return tuple(joints)
 
 
@@ -413,18 +426,28 @@ def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
         joint = r.string("joint")
         if joint not in by_name:
             r.fail("joint", f"unknown joint '{joint}'{closest(joint, list(by_name))}")
-        if not by_name[joint].has_coordinate:
+        n_coords = by_name[joint].n_coordinates
+        if not n_coords:
             r.fail("joint", f"joint '{joint}' is a {by_name[joint].type.value} joint; "
-                   "motors drive hinge and slider joints only")
-        if joint in driven:
-            r.fail("joint", f"joint '{joint}' already has a motor")
-        driven.add(joint)
+                   "motors drive hinge, slider and universal joints only")
+        axis = 0
+        if r.has("axis"):
+            if n_coords < 2:
+                r.fail("axis", f"not used on a {by_name[joint].type.value} joint (one "
+                       "coordinate)")
+            axis = r.doc["axis"]
+            if axis not in (0, 1) or isinstance(axis, bool):
+                r.fail("axis", f"expected 0 (the joint's axis) or 1 (its axis2), got {axis!r}")
+        if (joint, axis) in driven:
+            r.fail("joint", f"joint '{joint}' already has a motor"
+                   + (f" on axis {axis}" if n_coords > 1 else ""))
+        driven.add((joint, axis))
         motors.append(Motor(
             name=name, joint=joint, mode=r.enum("mode", MotorMode, d.mode),
             gain=r.number("gain", d.gain, positive=True),
             max_velocity=r.number("max_velocity", d.max_velocity, positive=True),
             max_torque=r.number("max_torque", d.max_torque, positive=True),
-            command_range=_range(r, "command_range")))
+            command_range=_range(r, "command_range"), axis=axis))
     return tuple(motors)
 
 
@@ -455,7 +478,7 @@ def _read_sensors(doc, source: str, bodies, joints) -> tuple[Sensor, ...]:
             if source_name not in joint_by_name:
                 r.fail("joint", f"unknown joint '{source_name}'"
                        + closest(source_name, list(joint_by_name)))
-            if not joint_by_name[source_name].has_coordinate:
+            if joint_by_name[source_name].n_coordinates != 1:
                 r.fail("joint", f"joint '{source_name}' is a "
                        f"{joint_by_name[source_name].type.value} joint; joint sensors "
                        "read hinges and sliders")
@@ -560,7 +583,7 @@ class SceneBuilder:
         return self.body(name, "capsule", **fields)
 
     def joint(self, name: str, type: str, parent: str, child: str, **fields) -> "SceneBuilder":
-        """A joint; fields: anchor, axis, limits (see the scene format)."""
+        """A joint; fields: anchor, axis, axis2, limits (see the scene format)."""
         entry = {"name": name, "type": type, "parent": parent, "child": child}
         entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
                       for k, v in fields.items()})
@@ -568,8 +591,8 @@ class SceneBuilder:
         return self
 
     def motor(self, name: str, joint: str, mode: str = "position", **fields) -> "SceneBuilder":
-        """A motor on a hinge or slider; fields: gain, max_velocity,
-        max_torque, command_range."""
+        """A motor on a hinge, slider or universal joint; fields: gain,
+        max_velocity, max_torque, command_range, axis (universal: 0 or 1)."""
         entry = {"name": name, "joint": joint, "mode": mode}
         entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
                       for k, v in fields.items()})

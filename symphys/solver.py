@@ -5,10 +5,11 @@ Jacobian over its two bodies' velocities, the precomputed M^-1 J^T
 directions, a softened effective mass, a target velocity, and bounds given
 by its `RowKind`. The solver sweeps the blocks in order for a fixed number of
 iterations, keeping accumulated impulses and clamping them (sequential
-impulses). Joints and motors (a later issue) add new row kinds and builders;
-the sweep stays the same.
+impulses). Joint, limit and motor rows come from `joints`; contact rows
+from here; the sweep is the same for all.
 
-Shapes: every row field is (B, K); velocities are `Vec3`s of (B, N).
+Shapes: velocities in matrix form V (B, N, 6) = [v, w] per body; row
+scalars (B, K); Jacobians and M^-1 J^T (B, 2K, 6) (K for a static partner).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 import pytensor.tensor as pt
 
 from symphys.adjoint import close_over, loop_with_adjoint
-from symphys.algebra import Mat3, Vec3, cross, dot, matTvec, matvec, safe_div, tangent_basis
+from symphys.algebra import Mat3, Vec3, cross, safe_div, tangent_basis
 from symphys.contacts import ContactBlock, ContactGeometry, Gather, STATIC
 from symphys.model import BodyArrays
 from symphys.scene import FrictionModel, SolverOptions
@@ -36,117 +37,133 @@ class RowKind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Side:
-    """One body's part of a block: gather map and M^-1 J^T directions."""
+class Mobility:
+    """The bodies' inverse mass for one step, in the form rows read it.
 
-    gather: Gather
-    j_ang: Vec3       # angular Jacobian (world), (B, K)
-    dv: Vec3 | None   # velocity change per unit impulse (None: angular row)
-    dw: Vec3          # angular velocity change per unit impulse
+    inv_mass: (Bp, N). inv_inertia: world inverse inertia R diag(1/I) R^T,
+    (B, N, 3, 3); or, when every body is isotropic (spheres), the scalar
+    1/I per body, (Bp, N), as then the rotation drops out."""
+
+    inv_mass: object
+    inv_inertia: object
+    isotropic: bool
+
+
+def mobility(bodies: BodyArrays, rotation: Mat3) -> Mobility:
+    if bodies.isotropic and all(bodies.isotropic):
+        return Mobility(bodies.inv_mass, bodies.inv_inertia.x, True)
+    r = rotation
+    rot = pt.stack([pt.stack([r.xx, r.xy, r.xz], axis=-1),
+                    pt.stack([r.yx, r.yy, r.yz], axis=-1),
+                    pt.stack([r.zx, r.zy, r.zz], axis=-1)], axis=-2)     # (B, N, 3, 3)
+    inv = pt.stack(list(bodies.inv_inertia), axis=-1)                  # (Bp, N, 3)
+    # (R diag(inv) R^T)_ij = sum_k R_ik inv_k R_jk
+    world = ((rot * inv[:, :, None, :])[:, :, :, None, :] * rot[:, :, None, :, :]).sum(axis=-1)
+    return Mobility(bodies.inv_mass, world, False)
 
 
 @dataclass(frozen=True)
 class RowBlock:
+    """K rows in matrix form, as the solver loop reads them.
+
+    Velocities are one tensor V (B, N, 6): [v, w] per body. `gather` picks
+    the rows' bodies, a's K then (two-sided) b's K; `jac` is J over those
+    bodies' velocities and `dirs` is M^-1 J^T, both (B, 2K or K, 6), b's
+    part carrying the minus sign. One gather and one scatter per row."""
+
     kind: RowKind
-    j_lin: Vec3 | None           # linear Jacobian of body a (b gets -j_lin);
-                                 # None for rows on angular velocity only
-    a: Side
-    b: Side | None               # None: static partner
-    m_eff: object                # 1 / (J M^-1 J^T)
+    gather: Gather
+    two_sided: bool
+    jac: object
+    dirs: object
+    m_eff: object                # 1 / (J M^-1 J^T), (B, K)
     m_soft: object               # 1 / (1/m_eff + gamma)
     gamma: object                # softness (impulse units), 0 when stiff
     target: object               # desired J v after the solve
 
-    @property
-    def angular_only(self) -> bool:
-        return self.j_lin is None
+    def _halves(self, x):
+        if not self.two_sided:
+            return x
+        k = len(self.gather.index) // 2
+        return x[:, :k] + x[:, k:]
 
-    def velocity(self, v: Vec3, w: Vec3):
-        """J v for the current velocities."""
-        ga = self.a.gather
-        jv = dot(self.a.j_ang, w.map(ga.take))
-        if not self.angular_only:
-            jv = jv + dot(self.j_lin, v.map(ga.take))
-        if self.b is not None:
-            gb = self.b.gather
-            jv = jv - dot(self.b.j_ang, w.map(gb.take))
-            if not self.angular_only:
-                jv = jv - dot(self.j_lin, v.map(gb.take))
-        return jv
+    def velocity(self, V):
+        """J v for V (B, N, 6): (B, K)."""
+        return self._halves((self.jac * self.gather.take(V)).sum(axis=-1))
 
-    def apply(self, v: Vec3, w: Vec3, impulse) -> tuple[Vec3, Vec3]:
-        """Add the velocity change of `impulse` (B, K) to both bodies."""
-        ga = self.a.gather
-        if not self.angular_only:
-            v = Vec3(*(ga.add(c, d * impulse) for c, d in zip(v, self.a.dv)))
-        w = Vec3(*(ga.add(c, d * impulse) for c, d in zip(w, self.a.dw)))
-        if self.b is not None:
-            gb = self.b.gather
-            if not self.angular_only:
-                v = Vec3(*(gb.add(c, -d * impulse) for c, d in zip(v, self.b.dv)))
-            w = Vec3(*(gb.add(c, -d * impulse) for c, d in zip(w, self.b.dw)))
-        return v, w
+    def apply(self, V, impulse):
+        """V with the velocity change of `impulse` (B, K) added."""
+        if self.two_sided:
+            impulse = pt.concatenate([impulse, impulse], axis=1)
+        return self.gather.add(V, self.dirs * impulse[:, :, None])
 
 
-def _inverse_inertia_times(gather: Gather, bodies: BodyArrays, rotation: Mat3, axis: Vec3):
-    """(I_world^-1 axis, axis . I_world^-1 axis) for the gathered bodies,
-    I_world^-1 = R diag(1/I) R^T. For spheres (isotropic inertia, known from
-    the scene) R diag(s) R^T = s I, so the rotation drops out: a third of
-    the step's arithmetic in a sphere scene."""
-    if gather.all_of(bodies.isotropic):
-        inv_i = gather.take(bodies.inv_inertia.x)
-        return axis.scale(inv_i), inv_i * dot(axis, axis)
-    inv_i = bodies.inv_inertia.map(gather.take)
-    rot = rotation.map(gather.take)
-    local = matTvec(rot, axis)
-    scaled = Vec3(local.x * inv_i.x, local.y * inv_i.y, local.z * inv_i.z)
-    return matvec(rot, scaled), dot(local, scaled)
+def _stack(components, k: int):
+    """(Bp, K, n) stack of (Bp, K) / (1, K) / scalar components."""
+    comps = [pt.as_tensor_variable(c) for c in components]
+    full = [c for c in comps if c.ndim == 2]
+    ref = next((c for c in full if not c.type.broadcastable[0]), full[0] if full else None)
+    shape = (1, k) if ref is None else ref.shape
+    comps = [c if ref is not None and c.type.broadcastable == ref.type.broadcastable
+             else pt.broadcast_to(c, shape) for c in comps]
+    return pt.stack(comps, axis=-1)
 
 
-def _side(gather: Gather, r: Vec3, j_lin: Vec3, bodies: BodyArrays, rotation: Mat3):
-    """Angular Jacobian r x j and M^-1 J^T for one body; also its 1/m_eff share."""
-    inv_m = gather.take(bodies.inv_mass)
-    j_ang = cross(r, j_lin)
-    dw, ang_share = _inverse_inertia_times(gather, bodies, rotation, j_ang)
-    share = inv_m * dot(j_lin, j_lin) + ang_share
-    return Side(gather, j_ang, j_lin.scale(inv_m), dw), share
+_ZERO3 = (0.0, 0.0, 0.0)
 
 
-def _angular_side(gather: Gather, axis: Vec3, bodies: BodyArrays, rotation: Mat3):
-    """Side of a row acting on angular velocity about `axis` only."""
-    dw, share = _inverse_inertia_times(gather, bodies, rotation, axis)
-    return Side(gather, axis, None, dw), share
-
-
-def angular_row(kind: RowKind, axis: Vec3, ga, gb, bodies, rotation,
-                target) -> RowBlock:
-    """A stiff row on the relative angular velocity axis . (w_a - w_b)."""
-    side_a, inv_eff = _angular_side(ga, axis, bodies, rotation)
-    side_b = None
+def _row_block(kind: RowKind, lin: Vec3 | None, ang_a: Vec3, ang_b: Vec3 | None, ga: Gather,
+               gb: Gather | None, mob: Mobility, gamma, target) -> RowBlock:
+    """Rows on J v = lin . (v_a - v_b) + ang_a . w_a - ang_b . w_b (lin None:
+    angular only; gb None: static partner)."""
+    k = len(ga.index)
+    lin = _ZERO3 if lin is None else tuple(lin)
+    jac = _stack((*lin, *ang_a), k)
+    gather = ga
     if gb is not None:
-        side_b, share_b = _angular_side(gb, axis, bodies, rotation)
-        inv_eff = inv_eff + share_b
+        jac_b = _stack((*lin, *ang_b), k)
+        if jac.type.broadcastable != jac_b.type.broadcastable:
+            jac, jac_b = pt.broadcast_arrays(jac, jac_b)
+        jac = pt.concatenate([jac, -jac_b], axis=1)
+        gather = Gather(ga.index + gb.index, ga.n_bodies)
+    inv_m = gather.take(mob.inv_mass)[:, :, None]
+    ang = jac[:, :, 3:]
+    if mob.isotropic:
+        dw = gather.take(mob.inv_inertia)[:, :, None] * ang
+    else:
+        dw = (gather.take(mob.inv_inertia) * ang[:, :, None, :]).sum(axis=-1)
+    dv = inv_m * jac[:, :, :3]
+    if dv.type.broadcastable != dw.type.broadcastable:
+        dv, dw = pt.broadcast_arrays(dv, dw)     # (1, ...) parameters, (B, ...) rotations
+    dirs = pt.concatenate([dv, dw], axis=-1)
+    row = RowBlock(kind, gather, gb is not None, jac, dirs, 0.0, 0.0, gamma, target)
+    inv_eff = row._halves((jac * dirs).sum(axis=-1))
     m_eff = safe_div(1.0, inv_eff)
-    return RowBlock(kind, None, side_a, side_b, m_eff, m_eff, 0.0, target)
+    m_soft = m_eff if _is_zero(gamma) else safe_div(1.0, inv_eff + gamma)
+    return replace(row, m_eff=m_eff, m_soft=m_soft)
+
+
+def _is_zero(x) -> bool:
+    return isinstance(x, (int, float)) and x == 0
+
+
+def angular_row(kind: RowKind, axis: Vec3, ga, gb, mob: Mobility, target) -> RowBlock:
+    """A stiff row on the relative angular velocity axis . (w_a - w_b)."""
+    return _row_block(kind, None, axis, axis, ga, gb, mob, 0.0, target)
 
 
 def linear_row(kind: RowKind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb,
-               bodies, rotation, target) -> RowBlock:
+               mob: Mobility, target) -> RowBlock:
     """A stiff row on the relative velocity of two points along `direction`
     (lever arms ra, rb from the bodies' centres)."""
-    return _row_block(kind, direction, ra, rb, ga, gb, bodies, rotation, 0.0, target)
+    return _point_row(kind, direction, ra, rb, ga, gb, mob, 0.0, target)
 
 
-def _row_block(kind, j_lin, ra: Vec3, rb: Vec3 | None, ga, gb, bodies, rotation,
-               gamma, target) -> RowBlock:
-    side_a, inv_eff = _side(ga, ra, j_lin, bodies, rotation)
-    side_b = None
-    if gb is not None:
-        side_b, share_b = _side(gb, rb, j_lin, bodies, rotation)
-        inv_eff = inv_eff + share_b
-    m_eff = safe_div(1.0, inv_eff)
-    m_soft = safe_div(1.0, inv_eff + gamma)
-    return RowBlock(kind, j_lin, side_a, side_b, m_eff, m_soft, gamma, target)
+def _point_row(kind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb, mob, gamma,
+               target) -> RowBlock:
+    ang_b = None if gb is None else cross(rb, direction)
+    return _row_block(kind, direction, cross(ra, direction), ang_b, ga, gb, mob, gamma,
+                      target)
 
 
 @dataclass(frozen=True)
@@ -183,32 +200,32 @@ def softness(options: SolverOptions, frequency, damping, m_eff, dt: float):
 @dataclass(frozen=True)
 class Approach:
     """A block's contacts before the solve, each field (B, K): geometry, the
-    normal row's effective mass, normal velocity vn0 after external forces,
-    whether the contact closes within the step, and its impact fraction tau."""
+    normal rows (stiff, no target yet), normal velocity vn0 after external
+    forces, whether the contact closes within the step, and its impact
+    fraction tau."""
 
     block: ContactBlock
     ga: Gather
     gb: Gather | None            # None: static partner
     geom: ContactGeometry
-    m_eff: object
+    normal: RowBlock
     vn0: object
     reaches: object
     tau: object
 
 
-def approach(block: ContactBlock, geom: ContactGeometry, bodies: BodyArrays,
-             rotation: Mat3, v: Vec3, w: Vec3, dt: float, n_bodies: int) -> Approach:
+def approach(block: ContactBlock, geom: ContactGeometry, mob: Mobility, V, dt: float,
+             n_bodies: int) -> Approach:
+    """V: (B, N, 6) velocities after external forces."""
     ga = Gather(block.a, n_bodies)
     gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
-    probe = _row_block(RowKind.NORMAL, geom.normal, geom.ra, geom.rb, ga, gb, bodies,
-                       rotation, 0.0, 0.0)
-    vn0 = probe.velocity(v, w)
+    normal = _point_row(RowKind.NORMAL, geom.normal, geom.ra, geom.rb, ga, gb, mob, 0.0, 0.0)
+    vn0 = normal.velocity(V)
     reaches, tau = impact_fraction(geom.gap, vn0, dt)
-    return Approach(block, ga, gb, geom, probe.m_eff, vn0, reaches, tau)
+    return Approach(block, ga, gb, geom, normal, vn0, reaches, tau)
 
 
-def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
-                 options: SolverOptions, frequency, damping, dt: float) -> ContactRows:
+def contact_rows(pre: Approach, body_tau, mob: Mobility, options: SolverOptions, frequency, damping, dt: float) -> ContactRows:
     """Rows of one contact block, with targets from the approach velocity
     (restitution) and the gap (speculative contact: a contact that closes
     within the step stops or bounces its bodies there; a penetrating one is
@@ -220,7 +237,7 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
     ga, gb = pre.ga, pre.gb
     n = geom.normal
     penetrating = geom.gap < 0
-    gamma, beta = softness(options, frequency, damping, pre.m_eff, dt)
+    gamma, beta = softness(options, frequency, damping, pre.normal.m_eff, dt)
     gamma = pt.switch(penetrating, gamma, 0.0) if frequency is not None else 0.0
     # Penetrating: position-error feedback. Closing within the step: the
     # bodies move freely for their fraction tau_b <= tau of the step, which
@@ -243,8 +260,9 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
     hits = (geom.gap + dt * vn0 < 0) & (vn0 < -u0)   # reaching or touching
     bounce = -geom.restitution * ramp * vn0
     target = pt.switch(hits, pt.maximum(bounce, separation), separation)
-    normal = _row_block(RowKind.NORMAL, n, geom.ra, geom.rb, ga, gb, bodies, rotation,
-                        gamma, target)
+    m_soft = pre.normal.m_eff if _is_zero(gamma) else safe_div(1.0, 1.0 / pre.normal.m_eff
+                                                                 + gamma)
+    normal = replace(pre.normal, m_soft=m_soft, gamma=gamma, target=target)
     if block.b[0] == STATIC:
         # Ground contacts: the normal is the constant z axis; tangents are x, y.
         zero = pt.constant(0.0)
@@ -252,13 +270,12 @@ def contact_rows(pre: Approach, body_tau, bodies: BodyArrays, rotation: Mat3,
         t1, t2 = Vec3(one, zero, zero), Vec3(zero, one, zero)
     else:
         t1, t2 = tangent_basis(n)
-    rows = [_row_block(RowKind.FRICTION, t, geom.ra, geom.rb, ga, gb, bodies, rotation,
-                       0.0, 0.0)
+    rows = [_point_row(RowKind.FRICTION, t, geom.ra, geom.rb, ga, gb, mob, 0.0, 0.0)
             for t in (t1, t2)]
     rolling = None
     if geom.rolling_friction is not None:
         # Rolling resistance about each tangent: acts on w_a - w_b.
-        rolling = tuple(angular_row(RowKind.ROLLING, t, ga, gb, bodies, rotation, 0.0)
+        rolling = tuple(angular_row(RowKind.ROLLING, t, ga, gb, mob, 0.0)
                         for t in (t1, t2))
     return ContactRows(normal, rows[0], rows[1], geom.friction, rolling,
                        geom.rolling_friction)
@@ -291,91 +308,6 @@ class BoundedRow:
     upper: object = None
 
     n_rows = 1
-
-
-@dataclass(frozen=True)
-class PackedRow:
-    """A `RowBlock` in matrix form, as the solver loop reads it.
-
-    Velocities are one tensor V (B, N, 6): [v, w] per body. `gather` picks
-    the row's bodies, a's K then (two-sided) b's K; `jac` is J over those
-    bodies' velocities and `dirs` is M^-1 J^T, both (B, 2K or K, 6), b's
-    part carrying the minus sign. One gather and one scatter per row, where
-    the (B, N) components need six of each per body."""
-
-    kind: RowKind
-    gather: Gather
-    two_sided: bool
-    jac: object
-    dirs: object
-    m_eff: object
-    m_soft: object
-    gamma: object
-    target: object
-
-    def velocity(self, V):
-        """J v for V (B, N, 6): (B, K)."""
-        jv = (self.jac * self.gather.take(V)).sum(axis=-1)
-        if not self.two_sided:
-            return jv
-        k = len(self.gather.index) // 2
-        return jv[:, :k] + jv[:, k:]
-
-    def apply(self, V, impulse):
-        """V with the velocity change of `impulse` (B, K) added."""
-        if self.two_sided:
-            impulse = pt.concatenate([impulse, impulse], axis=1)
-        return self.gather.add(V, self.dirs * impulse[:, :, None])
-
-
-def _stack(components: tuple, k: int):
-    """(Bp, K, 6) stack of six (Bp, K) / (1, K) / scalar components."""
-    comps = [pt.as_tensor_variable(c) for c in components]
-    full = [c for c in comps if c.ndim == 2]
-    ref = next((c for c in full if not c.type.broadcastable[0]), full[0] if full else None)
-    shape = (1, k) if ref is None else ref.shape
-    comps = [c if ref is not None and c.type.broadcastable == ref.type.broadcastable
-             else pt.broadcast_to(c, shape) for c in comps]
-    return pt.stack(comps, axis=-1)
-
-
-def _side_columns(side: Side, j_lin: Vec3 | None, k: int):
-    """(J, M^-1 J^T) of one side as (Bp, K, 6) stacks (Bp: 1 or B)."""
-    zero = (pt.constant(0.0),) * 3
-    lin = zero if j_lin is None else tuple(j_lin)
-    dv = zero if side.dv is None else tuple(side.dv)
-    return _stack((*lin, *side.j_ang), k), _stack((*dv, *side.dw), k)
-
-
-def _join_sides(a, b):
-    """[a, -b] along the row axis, broadcasting the batch axis."""
-    if a.type.broadcastable != b.type.broadcastable:
-        a, b = pt.broadcast_arrays(a, b)
-    return pt.concatenate([a, -b], axis=1)
-
-
-def pack(row: RowBlock) -> PackedRow:
-    """The matrix form of `row` for velocities V (B, N, 6)."""
-    ga = row.a.gather
-    k = len(ga.index)
-    jac, dirs = _side_columns(row.a, row.j_lin, k)
-    gather = ga
-    if row.b is not None:
-        jac_b, dirs_b = _side_columns(row.b, row.j_lin, k)
-        jac = _join_sides(jac, jac_b)
-        dirs = _join_sides(dirs, dirs_b)
-        gather = Gather(ga.index + row.b.gather.index, ga.n_bodies)
-    return PackedRow(row.kind, gather, row.b is not None, jac, dirs, row.m_eff,
-                     row.m_soft, row.gamma, row.target)
-
-
-def _packed(block):
-    """A `ContactRows` or `BoundedRow` with its rows in matrix form."""
-    if isinstance(block, BoundedRow):
-        return replace(block, row=pack(block.row))
-    rolling = None if block.rolling is None else tuple(pack(r) for r in block.rolling)
-    return replace(block, normal=pack(block.normal), tangent1=pack(block.tangent1),
-                   tangent2=pack(block.tangent2), rolling=rolling)
 
 
 def _solve_bounded(item: BoundedRow, V, lam):
@@ -440,8 +372,17 @@ def _sweep(blocks: list, V, acc: list, friction_model: FrictionModel):
     return V, acc
 
 
-def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
-          friction_model: FrictionModel) -> tuple[Vec3, Vec3]:
+def velocity_matrix(v: Vec3, w: Vec3):
+    """V (B, N, 6) = [v, w] from (B, N) components."""
+    return pt.stack([*v, *w], axis=-1)
+
+
+def velocity_components(V) -> tuple[Vec3, Vec3]:
+    """(v, w) as (B, N) components of V (B, N, 6)."""
+    return Vec3(*(V[..., i] for i in range(3))), Vec3(*(V[..., i] for i in range(3, 6)))
+
+
+def solve(blocks: list, V, iterations: int, friction_model: FrictionModel):
     """Projected Gauss-Seidel over `blocks` (`ContactRows` and `BoundedRow`s,
     solved in the given order) for `iterations` sweeps.
 
@@ -450,22 +391,19 @@ def solve(blocks: list, v: Vec3, w: Vec3, iterations: int,
     sweeps run as a `scan` (with its own adjoint,
     `adjoint.loop_with_adjoint`) over velocities in matrix form (B, N, 6),
     so the graph (and its compile time) does not grow with the iteration
-    count. v, w: (B, N) components."""
-    V = pt.stack([*v, *w], axis=-1)
-    packed = [_packed(rows) for rows in blocks]
+    count. V: (B, N, 6) velocities before the solve; returns them after."""
     zero = [pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
-                          .velocity(V)) for rows in packed]
-    init = [V] + [z for z, rows in zip(zero, packed) for _ in range(rows.n_rows)]
+                          .velocity(V)) for rows in blocks]
+    init = [V] + [z for z, rows in zip(zero, blocks) for _ in range(rows.n_rows)]
 
     def sweep(carry):
         cacc, pos = [], 1
-        for rows in packed:
+        for rows in blocks:
             cacc.append(tuple(carry[pos: pos + rows.n_rows]))
             pos += rows.n_rows
-        nV, nacc = _sweep(packed, carry[0], cacc, friction_model)
+        nV, nacc = _sweep(blocks, carry[0], cacc, friction_model)
         return [nV] + [x for group in nacc for x in group]
 
     run, leaves = close_over(sweep, init)
     out = loop_with_adjoint(run, init, leaves, iterations, name="symphys_pgs")
-    V = out[0][-1]
-    return Vec3(*(V[..., i] for i in range(3))), Vec3(*(V[..., i] for i in range(3, 6)))
+    return out[0][-1]

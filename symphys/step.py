@@ -23,7 +23,8 @@ from symphys.joints import (JointBlock, JointFrames, MotorArrays, MotorBlock, jo
                             motor_rows)
 from symphys.model import BodyArrays, State, WorldArrays
 from symphys.scene import Scene
-from symphys.solver import approach, contact_rows, solve
+from symphys.solver import (approach, contact_rows, mobility, solve, velocity_components,
+                            velocity_matrix)
 
 
 @dataclass(frozen=True)
@@ -89,22 +90,24 @@ def body_impact_fraction(model: StepModel, taus, like):
     return tau
 
 
-def articulation_rows(model: StepModel, state: State, v: Vec3, w: Vec3):
-    """(rows, v, w): motor, limit and joint rows at the current pose, and the
-    velocities after direct-torque motors' impulses."""
+def articulation_rows(model: StepModel, state: State, mob, V):
+    """(rows, V): motor, limit and joint rows at the current pose, and the
+    velocities V (B, N, 6) after direct-torque motors' impulses."""
     scene, dt = model.scene, model.scene.dt
     rows = []
     for block in model.motor_blocks:
-        row, impulse = motor_rows(block, scene, model.frames, model.motors,
-                                  model.bodies, state, model.action, dt)
+        row, impulse = motor_rows(block, scene, model.frames, model.motors, mob, state,
+                                  model.action, dt)
         if impulse is None:
             rows.append(row)
         else:
-            v, w = row.apply(v, w, impulse)
-    for block in model.joint_blocks:
-        rows += joint_rows(block, scene, model.frames, model.bodies, state, w,
-                           scene.solver.position_feedback, dt)
-    return rows, v, w
+            V = row.apply(V, impulse)
+    if model.joint_blocks:
+        _, w = velocity_components(V)
+        for block in model.joint_blocks:
+            rows += joint_rows(block, scene, model.frames, mob, state, w,
+                               scene.solver.position_feedback, dt)
+    return rows, V
 
 
 def step(model: StepModel, state: State) -> State:
@@ -112,21 +115,23 @@ def step(model: StepModel, state: State) -> State:
     scene = model.scene
     options = scene.solver
     v, w = apply_forces(model, state)
-    rows, v, w = articulation_rows(model, state, v, w)
     v_move, w_move = v, w
-    if model.blocks or rows:
+    if model.blocks or model.joint_blocks or model.motor_blocks:
+        mob = mobility(model.bodies, state.rotation)
+        rows, V = articulation_rows(model, state, mob, velocity_matrix(v, w))
         pre = [approach(block, contact_geometry(block, model.bodies, model.world,
                                                 state.position, state.rotation,
                                                 model.n_bodies),
-                        model.bodies, state.rotation, v, w, scene.dt, model.n_bodies)
+                        mob, V, scene.dt, model.n_bodies)
                for block in model.blocks]
         tau = body_impact_fraction(model, [p.tau for p in pre], v.x) if pre else 0.0
-        rows += [contact_rows(p, tau, model.bodies, state.rotation, options,
-                              model.world.constraint_frequency,
+        rows += [contact_rows(p, tau, mob, options, model.world.constraint_frequency,
                               model.world.constraint_damping, scene.dt)
                  for p in pre]
-        v_free, w_free = v, w
-        v, w = solve(rows, v, w, options.iterations, options.friction_model)
+        v_free, w_free = velocity_components(V)
+        if rows:
+            V = solve(rows, V, options.iterations, options.friction_model)
+        v, w = velocity_components(V)
         v_move, w_move = v, w
         if pre:
             v_move = Vec3(*(a + tau * (b - a) for a, b in zip(v, v_free)))

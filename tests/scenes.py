@@ -163,3 +163,18 @@ def servo_pendulum():
             .sensor("position", body="rod").sensor("time", frequencies=[1.0])
             .sensor("target", size=1)
             .build())
+
+
+def wrist():
+    """A box hanging from the world on a universal joint (axis x, then the
+    box's own y), a position servo on each axis; no ground."""
+    return (sp.SceneBuilder("wrist", dt=0.005, iterations=10)
+            .box("hand", size=[0.1, 0.2, 0.4], mass=1.0, position=[0, 0, -0.2])
+            .joint("wrist", "universal", "world", "hand", anchor=[0, 0, 0], axis=[1, 0, 0],
+                   axis2=[0, 1, 0])
+            .motor("roll", "wrist", "position", axis=0, gain=10.0, max_velocity=2.0,
+                   max_torque=20.0)
+            .motor("pitch", "wrist", "position", axis=1, gain=10.0, max_velocity=2.0,
+                   max_torque=20.0)
+            .contacts([])
+            .build())

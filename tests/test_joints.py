@@ -10,7 +10,7 @@ from symphys.algebra import Vec3
 from symphys.model import principal_inertia
 from symphys.scene import Shape
 from scenes import (BACKEND, FLAP_LIMITS, ROD_LENGTH, SLIDE_ANGLE, chain, double_pendulum,
-                    gadgets, pendulum)
+                    gadgets, pendulum, wrist)
 
 G = 9.81
 # Multi-body articulated scenes run on JAX here: their cold Numba compile
@@ -215,3 +215,29 @@ def test_ball_joint_keeps_vertical_angular_momentum(gadgets_run):
     assert abs(lz[0]) > 0.01
     distance = np.linalg.norm(tr.position["top"] - pivot, axis=-1)
     np.testing.assert_allclose(distance, 0.3, atol=1e-3)
+
+
+def _rot(axis: int, angle: float) -> np.ndarray:
+    c, s = np.cos(angle), np.sin(angle)
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    m = np.eye(3)
+    m[i, i], m[i, j], m[j, i], m[j, j] = c, -s, s, c
+    return m
+
+
+def test_universal_joint_servos_reach_both_angles_without_twist():
+    """Two servos on a universal joint (axis x on the world, axis2 y on the
+    hand) turn the hand to R = Rx(q0) Ry(q1); the hand's own y axis stays
+    perpendicular to x (no twist) and its anchor stays at the pivot."""
+    scene = wrist()
+    q0, q1 = 0.4, -0.3
+    tr = sp.simulate(scene, 400, backend=ARTICULATED, action=[q0, q1])
+    rot = tr.rotation["hand"]
+    np.testing.assert_allclose(rot[-1], _rot(0, q0) @ _rot(1, q1), atol=2e-3)
+    twist = np.einsum("tij,j,i->t", rot, [0.0, 1.0, 0.0], [1.0, 0.0, 0.0])
+    assert np.abs(twist).max() < 1e-3
+    anchor = tr.position["hand"] + rot @ np.array([0.0, 0.0, 0.2])
+    assert np.abs(anchor).max() < 1e-3
+    # It got there by turning (the check is not of a hand at rest): after
+    # 0.1 s it was still far from its final pose.
+    assert np.abs(rot[20] - rot[-1]).max() > 0.05

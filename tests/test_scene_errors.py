@@ -188,6 +188,11 @@ def test_valid_joint_and_motor_load(tmp_path):
     ({"axis": [0, 1]}, "axis", "list of 3 numbers"),
     ({"limits": [0.5, -0.5]}, "limits", "low < high"),
     ({"type": "ball", "axis": [0, 1, 0]}, "axis", "not used by a ball joint"),
+    ({"type": "universal"}, "axis2", "missing"),
+    ({"type": "universal", "axis2": [0, 0.6, 0.8]}, "axis2", "must be perpendicular"),
+    ({"type": "universal", "axis2": [1, 0, 0], "limits": [-1, 1]}, "limits",
+     "command_range instead"),
+    ({"axis2": [1, 0, 0]}, "axis2", "not used by a hinge joint"),
     ({"anchor": None}, "anchor", "missing"),
 ])
 def test_joint_errors_name_joint_and_field(tmp_path, joint, field, text):
@@ -216,10 +221,36 @@ def test_motor_errors_name_motor_and_field(tmp_path, motor, field, text):
     assert "motor 'm'" in msg and f"field '{field}'" in msg and text in msg
 
 
+_UNIVERSAL = {"type": "universal", "axis2": [1, 0, 0]}
+
+
+@pytest.mark.parametrize("joint, motors, field, text", [
+    ({}, [{"axis": 1}], "axis", "not used on a hinge joint"),
+    (_UNIVERSAL, [{"axis": 2}], "axis", "expected 0 (the joint's axis) or 1"),
+    (_UNIVERSAL, [{"axis": 1}, {"name": "m2", "axis": 1}], "joint",
+     "already has a motor on axis 1"),
+])
+def test_motor_axis_errors(tmp_path, joint, motors, field, text):
+    doc = _jointed(joint, motor=motors[0])
+    doc["motors"] += [dict({"name": "m", "joint": "j"}, **m) for m in motors[1:]]
+    msg = _error(tmp_path, doc)
+    assert f"field '{field}'" in msg and text in msg
+
+
+def test_universal_joint_takes_a_motor_per_axis(tmp_path):
+    doc = _jointed(_UNIVERSAL, motor={"axis": 0})
+    doc["motors"].append({"name": "m2", "joint": "j", "axis": 1})
+    scene = sp.load_scene(_write(tmp_path, doc))
+    assert [m.axis for m in scene.motors] == [0, 1]
+    assert scene.joints[0].n_coordinates == 2
+    doc["sensors"] = [{"type": "joint_angle", "joint": "j"}]
+    assert "joint sensors read hinges and sliders" in _error(tmp_path, doc)
+
+
 def test_motor_on_a_ball_joint_is_refused(tmp_path):
     doc = _jointed({"type": "ball"}, motor={})
     del doc["joints"][0]["axis"]
-    assert "motors drive hinge and slider joints only" in _error(tmp_path, doc)
+    assert "motors drive hinge, slider and universal joints only" in _error(tmp_path, doc)
 
 
 def test_unknown_joint_parameter_suggests(tmp_path):

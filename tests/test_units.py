@@ -69,26 +69,35 @@ def test_gram_is_a_times_a_transpose():
 
 
 def test_isotropic_shortcut_equals_rotated_inverse_inertia():
-    """For a sphere, R diag(s) R^T a = s a: the shortcut the solver takes
-    when the scene says every body in a block is a sphere."""
+    """For spheres R diag(s) R^T a = s a: the shortcut the solver takes when
+    every body is a sphere gives the same rows as the world inverse inertia;
+    the latter matches R diag(1/I) R^T computed by NumPy."""
     from symphys.algebra import Mat3, Vec3
     from symphys.contacts import Gather
     from symphys.model import BodyArrays
-    from symphys.solver import _inverse_inertia_times
+    from symphys.solver import RowKind, angular_row, linear_row, mobility
     rng = np.random.default_rng(2)
     q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
     rot = Mat3(*(np.full((1, 2), c) for c in q.ravel()))
     s = np.array([[0.7, 1.3]])
-    axis = Vec3(*(rng.normal(size=(1, 2)) for _ in range(3)))
+    axis = Vec3(*(rng.normal(size=(1, 1)) for _ in range(3)))
+    lever = Vec3(*(rng.normal(size=(1, 1)) for _ in range(3)))
 
-    def bodies(isotropic):
-        return BodyArrays(inv_mass=s, inv_inertia=Vec3(s, s, s), inertia=Vec3(s, s, s),
+    def bodies(isotropic, inv_inertia=Vec3(s, s, s)):
+        return BodyArrays(inv_mass=s, inv_inertia=inv_inertia, inertia=Vec3(s, s, s),
                           radius=s, half_size=Vec3(s, s, s), half_length=s, friction=s,
                           restitution=s, isotropic=isotropic)
 
-    gather = Gather((0, 1), 2)
-    fast = _inverse_inertia_times(gather, bodies((True, True)), rot, axis)
-    full = _inverse_inertia_times(gather, bodies((True, False)), rot, axis)
-    assert gather.all_of((True, True)) and not gather.all_of((True, False))
-    for got, ref in zip([*fast[0], fast[1]], [*full[0], full[1]]):
-        np.testing.assert_allclose(got, ref, rtol=1e-12)
+    fast, full = mobility(bodies((True, True)), rot), mobility(bodies((True, False)), rot)
+    assert fast.isotropic and not full.isotropic
+    ga, gb = Gather((0,), 2), Gather((1,), 2)
+    for make in (lambda m: angular_row(RowKind.JOINT, axis, ga, gb, m, 0.0),
+                 lambda m: linear_row(RowKind.JOINT, axis, lever, lever, ga, gb, m, 0.0)):
+        a, b = make(fast), make(full)
+        np.testing.assert_allclose(a.dirs.eval(), b.dirs.eval(), rtol=1e-12)
+        np.testing.assert_allclose(a.m_eff.eval(), b.m_eff.eval(), rtol=1e-12)
+    inv = np.array([[0.5, 2.0], [1.5, 0.25], [3.0, 1.0]])
+    world = mobility(bodies((False, False), Vec3(*(row[None] for row in inv))), rot)
+    got = world.inv_inertia.eval()
+    for n in range(2):
+        np.testing.assert_allclose(got[0, n], q @ np.diag(inv[:, n]) @ q.T, rtol=1e-12)

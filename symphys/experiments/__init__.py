@@ -14,6 +14,8 @@ from symphys.scene_io import closest
 EXPERIMENTS = {
     "ball-throw": "symphys.experiments.ball_throw",
     "arm-fixed": "symphys.experiments.arm_fixed",
+    "arm-random": "symphys.experiments.arm_random",
+    "quadruped-gait": "symphys.experiments.quadruped_gait",
 }
 
 

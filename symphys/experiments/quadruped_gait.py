@@ -1,0 +1,176 @@
+"""EXPERIMENTS.md A5: a quadruped learns an open-loop gait.
+
+Scene `graphs/hopper.json` (A5 geometry: 8 hip and knee servos at 4 N m).
+The only sensor is the gait clock, sin and cos of 2 pi 1.5 Hz t; the
+controller is the paper's: two ReLU layers of 128, 8 outputs (servo
+targets, rad) and a linear skip from the clock (17,952 parameters).
+Objective: the spine's mean forward speed over the run (its x displacement
+over the duration, 8 s), maximised by Adam (1e-3, the paper's rate) on the
+exact gradient through contacts and servos.
+
+The run saves the speed curve and a strip of side views of the best gait.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from symphys import nn
+from symphys.closed_loop import closed_loop_function, closed_loop_trajectory
+from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.optim import Adam
+from symphys.scene_io import load_scene
+
+NAME = "quadruped-gait"
+SECONDS, SECONDS_QUICK = 8.0, 1.0
+EVALUATIONS, EVALUATIONS_QUICK = 500, 12
+LEARNING_RATE = 1e-3
+GOAL = 1.17           # m/s, the paper's speed after 500 evaluations
+PAPER = {"speed_m_s": 1.17, "evaluations": 500, "cpu_hours": 1.0}
+
+
+def controller() -> nn.MLP:
+    """Clock (2) -> 128 -> 128 -> 8 ReLU network with a linear skip."""
+    return nn.MLP(2, 8, hidden=(128, 128), activation=nn.Activation.RELU, skip=True,
+                  output_init=0.5)
+
+
+def make_loss(duration: float):
+    def loss(traj, task):
+        """Minus the spine's mean forward speed (m/s), averaged over worlds."""
+        x = traj.position["spine"][..., 0]       # (T + 1,) or (W, T + 1)
+        return -((x[..., -1] - x[..., 0]) / duration).mean()
+    return loss
+
+
+def _train(scene, ctrl, steps, evaluations, backend, seed, show):
+    duration = steps * scene.dt
+    start = time.perf_counter()
+    fn = closed_loop_function(scene, steps, ctrl, make_loss(duration), backend=backend)
+    weights = ctrl.init(seed)
+    task = np.zeros((1, 0))
+    fn(task, *weights.values())
+    compile_s = time.perf_counter() - start
+    opt = Adam(learning_rate=LEARNING_RATE, clip_norm=1.0)
+    speeds, best, best_weights = [], -np.inf, weights
+    start = time.perf_counter()
+    bar = progress(range(evaluations), "gradient", show)
+    for _ in bar:
+        value, *grads = fn(task, *weights.values())
+        speed = -float(value)
+        speeds.append(speed)
+        if speed > best:
+            best, best_weights = speed, weights
+        bar.set_postfix(speed=f"{speed:.3f} m/s")
+        weights = opt.step(weights, dict(zip(weights, grads)))
+    bar.close()
+    return speeds, best_weights, time.perf_counter() - start, compile_s
+
+
+def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+        show_progress: bool = True, seconds: float | None = None,
+        evaluations: int | None = None) -> ExperimentResult:
+    scene = load_scene("hopper")
+    ctrl = controller()
+    seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
+    evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
+    steps = int(round(seconds / scene.dt))
+    speeds, best_weights, wall, compile_s = _train(scene, ctrl, steps, evaluations, backend,
+                                                   seed, show_progress)
+    traj = closed_loop_trajectory(scene, steps, ctrl, best_weights, backend=backend)
+    reached = [i + 1 for i, s in enumerate(speeds) if s >= GOAL]
+    metrics = {
+        "parameters": ctrl.n_parameters,
+        "first_speed_m_s": speeds[0],
+        "best_speed_m_s": max(speeds),
+        "evaluations_to_goal": reached[0] if reached else None,
+        "goal_met": bool(reached) and reached[0] <= PAPER["evaluations"],
+        "speed_rose": max(speeds[1:], default=speeds[0]) > speeds[0],
+    }
+    spine = traj.position["spine"]
+    return ExperimentResult(
+        name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
+        extra={"backend": backend, "steps": steps, "seconds_simulated": steps * scene.dt,
+               "evaluations": evaluations, "wall_seconds": wall, "compile_seconds": compile_s,
+               "learning_rate": LEARNING_RATE,
+               "best_gait": {"spine_x_end": float(spine[-1, 0] - spine[0, 0]),
+                             "spine_z_min": float(spine[:, 2].min()),
+                             "spine_z_max": float(spine[:, 2].max())}},
+        series={"speed_m_s": speeds,
+                "gait": {name: {"position": traj.position[name][::_stride(steps)],
+                                "rotation": traj.rotation[name][::_stride(steps)]}
+                         for name in scene.body_names},
+                "gait_time": traj.time[::_stride(steps)]})
+
+
+def _stride(steps: int) -> int:
+    """Keep about 40 frames of the gait."""
+    return max(1, steps // 40)
+
+
+def report(result: ExperimentResult) -> str:
+    m, x, p = result.metrics, result.extra, result.paper
+    fmt = lambda n: "-" if n is None else str(n)
+    rows = [["gradient (ours)", len(result.series["speed_m_s"]), f"{m['first_speed_m_s']:.3f}",
+             f"{m['best_speed_m_s']:.3f}", fmt(m["evaluations_to_goal"]),
+             f"{x['seconds_simulated']:.1f}", f"{x['wall_seconds']:.0f}",
+             f"{x['compile_seconds']:.0f}"],
+            ["gradient (paper)", p["evaluations"], "-", p["speed_m_s"], p["evaluations"], "8.0",
+             f"{p['cpu_hours'] * 3600:.0f}", "-"]]
+    head = ["method", "evaluations", "first speed m/s", "best speed m/s",
+            f"evals to {GOAL} m/s", "sim s", "wall s", "compile s"]
+    return (table(head, rows) + f"\ncontroller: {m['parameters']} parameters (open loop)"
+            + f"\ntarget: >= {GOAL} m/s within {p['evaluations']} evaluations: "
+            + ("met" if m["goal_met"] else "NOT met"))
+
+
+def _box_outline(position, rotation, size):
+    """x-z outline (5, 2) of a box's side face through its centre."""
+    hx, hz = size[0] / 2, size[2] / 2
+    corners = np.array([[-hx, 0, -hz], [hx, 0, -hz], [hx, 0, hz], [-hx, 0, hz], [-hx, 0, -hz]])
+    world = corners @ np.asarray(rotation).T + position
+    return world[:, [0, 2]]
+
+
+def plot(result: ExperimentResult, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scene = load_scene("hopper")
+    s = result.series
+    fig, (ax_speed, ax_strip) = plt.subplots(2, 1, figsize=(10, 7),
+                                             gridspec_kw={"height_ratios": [1, 1.2]})
+    ax_speed.plot(range(1, len(s["speed_m_s"]) + 1), s["speed_m_s"], label="ours (Adam)")
+    ax_speed.axhline(GOAL, ls="--", color="k", lw=0.8, label=f"paper: {GOAL} m/s")
+    ax_speed.set_xlabel("evaluation")
+    ax_speed.set_ylabel("mean forward speed (m/s)")
+    ax_speed.legend()
+    gait = s["gait"]
+    frames = len(s["gait_time"])
+    shown = np.linspace(0, frames - 1, min(8, frames)).astype(int)
+    colours = plt.cm.viridis(np.linspace(0, 1, len(shown)))
+    for colour, k in zip(colours, shown):
+        for body in scene.bodies:
+            pos = np.asarray(gait[body.name]["position"][k])
+            rot = np.asarray(gait[body.name]["rotation"][k])
+            if body.shape.value == "sphere":
+                ax_strip.add_patch(plt.Circle((pos[0], pos[2]), body.radius, fill=False,
+                                              color=colour))
+            else:
+                outline = _box_outline(pos, rot, body.size)
+                ax_strip.plot(outline[:, 0], outline[:, 1], color=colour, lw=1)
+        ax_strip.text(np.asarray(gait["spine"]["position"][k])[0], 0.62,
+                      f"{s['gait_time'][k]:.1f} s", ha="center", fontsize=7, color=colour)
+    ax_strip.axhline(0.0, color="k", lw=0.8)
+    ax_strip.set_aspect("equal")
+    ax_strip.set_xlabel("x (m)")
+    ax_strip.set_ylabel("z (m)")
+    ax_strip.set_title("best gait, side view")
+    ax_strip.autoscale_view()
+    fig.suptitle("A5 quadruped gait (open loop)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
