@@ -36,8 +36,19 @@ def as_backend(backend: "str | Backend") -> Backend:
                            f"choose one of {names}") from None
 
 
+# PyTensor rewrites symphys graphs do without: `useless_symmetric_transpose`
+# asks PyTensor's assumption system about constants that broadcast a
+# (1, 1, 1) one, which it reports as conflicting (a logged traceback, the
+# rewrite skipped). symphys has no symmetric matrices to simplify.
+_EXCLUDED_REWRITES = ("useless_symmetric_transpose",)
+
+
 def mode_for(backend: "str | Backend") -> Mode:
     """The PyTensor compilation mode of a backend."""
+    return _base_mode(backend).excluding(*_EXCLUDED_REWRITES)
+
+
+def _base_mode(backend: "str | Backend") -> Mode:
     backend = as_backend(backend)
     if backend is Backend.NUMBA:
         return get_mode("NUMBA")

@@ -73,8 +73,10 @@ def _cmd_experiment(args) -> int:
     from symphys import experiments
 
     module = experiments.get(args.name)
-    result = module.run(quick=args.quick, seed=args.seed, backend=args.backend,
-                        show_progress=not args.no_progress)
+    # Without --backend each experiment runs on its own default.
+    chosen = {} if args.backend is None else {"backend": args.backend}
+    result = module.run(quick=args.quick, seed=args.seed, show_progress=not args.no_progress,
+                        **chosen)
     print(module.report(result))
     json_path = args.json or f"results/{args.name}.json"
     plot_path = args.plot or f"results/{args.name}.png"
@@ -109,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--quick", action="store_true", help="a small, fast version")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"])
+    p.add_argument("--backend", choices=["numba", "jax", "cvm"],
+                   help="default: the experiment's own (ball-throw numba, robots jax)")
     p.add_argument("--json", help="default results/NAME.json")
     p.add_argument("--plot", help="default results/NAME.png")
     p.add_argument("--no-progress", action="store_true")

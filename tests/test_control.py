@@ -170,3 +170,45 @@ def test_controller_input_errors():
         rollout(scene, 2, controller=ctl, controller_params=ctl.init())
     with pytest.raises(sp.ParameterError, match="needs motors"):
         rollout(drop(), 2, controller=ctl, controller_params=ctl.init())
+
+
+def test_arm_gradients_match_finite_differences():
+    """A 0.5-s closed-loop reach of the A3 arm (4 servos, 20 solver sweeps,
+    the gripper-distance sensor): the gradient of the loss with respect to
+    controller weights, the elbow pivot's height on the upper arm (a link
+    length) and the elbow servo's gain matches central differences."""
+    from symphys.closed_loop import closed_loop_function
+    from symphys.experiments.arm_fixed import arm_scene
+
+    scene = arm_scene()
+    ctrl = nn.MLP(1, 4, hidden=(8,), output_init=1.0)
+
+    def loss(traj, task):
+        gap = traj.position["gripper"][:, 10:, :] - task[:, None, :]
+        return (gap ** 2).sum(axis=-1).mean()
+
+    hardware = ("elbow_pitch.anchor", "elbow_pitch.gain")
+    fn = closed_loop_function(scene, 50, ctrl, loss, backend=BACKEND, wrt_params=hardware)
+    task = np.array([[0.5, 0.5, 0.5]])
+    weights = ctrl.init(3)
+    params = {"elbow_pitch.anchor": np.array([0.0, 0.0, 0.6]), "elbow_pitch.gain": 30.0}
+
+    def value(w, p):
+        return float(fn(task, *w.values(), *p.values())[0])
+
+    out = fn(task, *weights.values(), *params.values())
+    grads = dict(zip([*weights, *hardware], out[1:]))
+    eps = 1e-6
+    checks = [("ctrl.w0", (0, 2)), ("ctrl.w1", (5, 1)), ("ctrl.b1", (3,)),
+              ("elbow_pitch.anchor", (2,)), ("elbow_pitch.gain", ())]
+    for name, index in checks:
+        bumped = []
+        for sign in (1, -1):
+            w = {k: np.array(v, copy=True) for k, v in weights.items()}
+            p = {k: np.array(v, dtype=float, copy=True) for k, v in params.items()}
+            target = w if name in w else p
+            target[name][index] += sign * eps
+            bumped.append(value(w, p))
+        fd = (bumped[0] - bumped[1]) / (2 * eps)
+        assert np.asarray(grads[name])[index] == pytest.approx(fd, rel=1e-4, abs=1e-9), name
+        assert abs(fd) > 1e-7, name

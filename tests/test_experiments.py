@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 import pytest
 
 from symphys.cli import main
@@ -30,3 +32,51 @@ def test_ball_throw_quick(tmp_path, capsys):
     assert doc["paper"]["gradient"]["iterations"] == 88
     assert png.stat().st_size > 1000
     assert "gradient (paper)" in capsys.readouterr().out
+
+
+def _run_quick(name, tmp_path, **sizes):
+    """Run an experiment module at test sizes; write and read back its JSON
+    and PNG and its report."""
+    from symphys import experiments
+    module = experiments.get(name)
+    result = module.run(quick=True, show_progress=False, **sizes)
+    js, png = tmp_path / f"{name}.json", tmp_path / f"{name}.png"
+    result.save(js)
+    module.plot(result, str(png))
+    assert png.stat().st_size > 1000
+    text = module.report(result)
+    assert "(paper)" in text or "paper:" in text
+    return json.loads(js.read_text()), text
+
+
+def test_arm_fixed_quick(tmp_path):
+    """A3 at test size: Adam lowers the mean gripper-target distance, and
+    CMA-ES runs in the same experiment on the same loss."""
+    doc, _ = _run_quick("arm-fixed", tmp_path, steps=150, evaluations=8, cmaes_budget=24)
+    curve = doc["series"]["gradient_loss"]
+    assert len(curve) == 8 and min(curve[1:]) < 0.9 * curve[0]
+    assert doc["metrics"]["parameters"] == 17_284
+    assert doc["cmaes"]["best_loss"] <= doc["cmaes"]["start_loss"]
+    assert doc["series"]["cmaes_evaluations"][-1] >= 24
+
+
+def test_arm_random_quick(tmp_path):
+    """A4 at test size: over updates on fresh random targets the batch loss
+    falls; the final check reports distances for fresh targets."""
+    doc, _ = _run_quick("arm-random", tmp_path, updates=10)
+    curve = doc["series"]["loss"]
+    assert len(curve) == 10 and np.mean(curve[-3:]) < 0.9 * np.mean(curve[:3])
+    final = doc["series"]["final_distances"]
+    assert len(final) == doc["evaluation_targets"] and all(np.isfinite(final))
+    assert 0.0 <= doc["metrics"]["fraction_final_under_5cm"] <= 1.0
+
+
+def test_quadruped_gait_quick(tmp_path):
+    """A5 at test size: Adam on the exact gradient through contacts and
+    servos makes the hopper's open-loop gait faster."""
+    doc, _ = _run_quick("quadruped-gait", tmp_path, seconds=0.5, evaluations=6)
+    speeds = doc["series"]["speed_m_s"]
+    assert doc["metrics"]["parameters"] == 17_952
+    assert len(speeds) == 6 and max(speeds[1:]) > speeds[0] + 0.01
+    gait = doc["series"]["gait"]
+    assert len(gait) == 13 and np.isfinite(gait["spine"]["position"]).all()

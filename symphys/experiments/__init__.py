@@ -16,6 +16,7 @@ EXPERIMENTS = {
     "arm-fixed": "symphys.experiments.arm_fixed",
     "arm-random": "symphys.experiments.arm_random",
     "quadruped-gait": "symphys.experiments.quadruped_gait",
+    "quadruped-speed": "symphys.experiments.quadruped_speed",
 }
 
 

@@ -130,15 +130,17 @@ def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show):
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "jax",
-        show_progress: bool = True) -> ExperimentResult:
+        show_progress: bool = True, steps: int | None = None, evaluations: int | None = None,
+        cmaes_budget: int | None = None) -> ExperimentResult:
+    """steps, evaluations, cmaes_budget override the (quick) defaults."""
     scene = arm_scene()
     ctrl = controller()
-    steps = STEPS_QUICK if quick else STEPS
-    evaluations = EVALUATIONS_QUICK if quick else EVALUATIONS
+    steps = steps or (STEPS_QUICK if quick else STEPS)
+    evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
+    budget = cmaes_budget or (CMAES_BUDGET_QUICK if quick else CMAES_BUDGET)
     weights, curve, g_seconds, g_compile = _gradient_run(
         scene, ctrl, steps, evaluations, backend, seed, show_progress)
-    cmaes = _cmaes_run(scene, ctrl, steps, CMAES_BUDGET_QUICK if quick else CMAES_BUDGET,
-                       backend, seed, show_progress)
+    cmaes = _cmaes_run(scene, ctrl, steps, budget, backend, seed, show_progress)
     gradient = {"evaluations": len(curve), "first_loss": curve[0], "final_loss": curve[-1],
                 "best_loss": min(curve), "seconds": g_seconds, "compile_seconds": g_compile,
                 "evaluations_to_4cm": _first_below(curve, GOALS[0]),

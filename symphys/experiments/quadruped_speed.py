@@ -1,0 +1,188 @@
+"""EXPERIMENTS.md A2: what a closed-loop gradient of a quadruped costs.
+
+Scene `graphs/quadruped.json` ("Predator": 13 bodies, 16 position servos,
+81 sensor values). Two controllers read the 81 values: the linear one
+(81 -> 16, 1,296 weights) and a deeper one (81 -> 256 -> 128 -> 16, tanh).
+For each backend and batch size the run compiles the forward loss (mean
+forward speed over 10 s) and its gradient with respect to the controller
+weights, then times each (median of repeated calls after the first). The
+worlds of a batch start side by side (offset in y), so they differ.
+
+Targets from the issue: gradient <= 4x forward; the deeper controller
+costs <= 1.3x the linear one. The paper's numbers (GTX 1080 / CPU,
+Theano) are printed beside ours for reference.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+
+from symphys import nn
+from symphys.api import _cached
+from symphys.backends import as_backend, compile
+from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.rollout import rollout
+from symphys.scene_io import load_scene
+
+NAME = "quadruped-speed"
+SECONDS, SECONDS_QUICK = 10.0, 0.5
+BATCHES, BATCHES_QUICK = (1, 8, 32, 128), (1, 4)
+BACKENDS, BACKENDS_QUICK = ("numba", "jax"), ("jax",)
+REPEATS, REPEATS_QUICK = 3, 1
+PAPER = {"backward_over_forward": 10.0, "single_robot_gradient_cpu_s": 8.17,
+         "single_robot_gradient_gpu_s": 69.6, "batch128_ms_per_step_gpu": 1.01}
+TARGETS = {"gradient_over_forward": 4.0, "deep_over_linear": 1.3}
+
+
+def controllers(n_obs: int = 81, n_act: int = 16) -> dict:
+    return {"linear": nn.Linear(n_obs, n_act),
+            "deep": nn.MLP(n_obs, n_act, hidden=(256, 128), activation=nn.Activation.TANH)}
+
+
+def _world_offsets(batch: int) -> np.ndarray:
+    """(B, 3) offsets in y, 2 m apart (a batch of one is not offset)."""
+    out = np.zeros((batch, 3))
+    out[:, 1] = 2.0 * np.arange(batch)
+    return out
+
+
+def _offset_params(scene, offset):
+    """Every body's initial position and every joint's anchor moved by
+    offset (B, 3): the robot translated rigidly, per world."""
+    params = {f"{b.name}.position": np.asarray(b.position) + offset for b in scene.bodies}
+    params.update({f"{j.name}.anchor": np.asarray(j.anchor) + offset for j in scene.joints})
+    return params
+
+
+def speed_function(scene, steps: int, ctrl, batch: int, backend, gradient: bool):
+    """Compiled f(offset (B, 3), *weights) -> loss [, *d weights]; loss is
+    minus the spine's mean forward speed, averaged over worlds."""
+    backend = as_backend(backend)
+    key = ("quadruped_speed", scene.structure_key(), steps, ctrl, batch, backend, gradient)
+
+    def build():
+        weights = {n: pt.tensor(name=n, dtype="float64", shape=s)
+                   for n, s in ctrl.parameter_shapes().items()}
+        offset = pt.tensor("offset", dtype="float64", shape=(batch, 3))
+        params = _offset_params(scene, offset) if batch > 1 else {}
+        traj = rollout(scene, steps, params=params, controller=ctrl, controller_params=weights)
+        x = traj.position["spine"][..., 0]
+        loss = -((x[..., -1] - x[..., 0]) / (steps * scene.dt)).mean()
+        outs = [loss] + (pytensor.grad(loss, list(weights.values())) if gradient else [])
+        return compile([offset, *weights.values()], outs, backend)
+
+    return _cached(key, build)
+
+
+def _time(fn, args, repeats: int) -> tuple[float, float]:
+    """(first call s, median of `repeats` later calls s)."""
+    start = time.perf_counter()
+    fn(*args)
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return first, float(np.median(times))
+
+
+def run(quick: bool = False, seed: int = 0, backend: str | None = None,
+        show_progress: bool = True, seconds: float | None = None,
+        batches: tuple[int, ...] | None = None) -> ExperimentResult:
+    scene = load_scene("quadruped")
+    seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
+    steps = int(round(seconds / scene.dt))
+    batches = batches or (BATCHES_QUICK if quick else BATCHES)
+    backends = (backend,) if backend else (BACKENDS_QUICK if quick else BACKENDS)
+    repeats = REPEATS_QUICK if quick else REPEATS
+    ctrls = controllers(scene.n_observations, len(scene.motors))
+    rows = []
+    cases = [(b, n, batch) for b in backends for n in ctrls for batch in batches]
+    bar = progress(cases, "cases", show_progress)
+    for be, name, batch in bar:
+        ctrl = ctrls[name]
+        weights = list(ctrl.init(seed).values())
+        args = [_world_offsets(batch), *weights]
+        row = {"backend": be, "controller": name, "parameters": ctrl.n_parameters,
+               "batch": batch}
+        for mode, gradient in (("forward", False), ("gradient", True)):
+            start = time.perf_counter()
+            fn = speed_function(scene, steps, ctrl, batch, be, gradient)
+            build = time.perf_counter() - start
+            first, median = _time(fn, args, repeats)
+            row[f"{mode}_compile_s"] = build + first - median
+            row[f"{mode}_s"] = median
+            if gradient:
+                row["speed_m_s"] = -float(np.asarray(fn(*args)[0]))
+        row["gradient_over_forward"] = row["gradient_s"] / row["forward_s"]
+        rows.append(row)
+    for row in rows:
+        twin = next(r for r in rows if r["backend"] == row["backend"]
+                    and r["batch"] == row["batch"] and r["controller"] == "linear")
+        row["over_linear_gradient"] = row["gradient_s"] / twin["gradient_s"]
+    ratios = [r["gradient_over_forward"] for r in rows]
+    deep = [r["over_linear_gradient"] for r in rows if r["controller"] == "deep"]
+    metrics = {
+        "max_gradient_over_forward": max(ratios),
+        "max_deep_over_linear": max(deep),
+        "gradient_over_forward_met": max(ratios) <= TARGETS["gradient_over_forward"],
+        "deep_over_linear_met": max(deep) <= TARGETS["deep_over_linear"],
+    }
+    return ExperimentResult(name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
+                            extra={"steps": steps, "seconds_simulated": steps * scene.dt,
+                                   "targets": TARGETS, "cases": rows},
+                            series={})
+
+
+def report(result: ExperimentResult) -> str:
+    head = ["backend", "controller", "weights", "batch", "forward s", "gradient s",
+            "grad/fwd", "deep/linear", "compile s (fwd, grad)"]
+    rows = [[r["backend"], r["controller"], r["parameters"], r["batch"],
+             f"{r['forward_s']:.3f}", f"{r['gradient_s']:.3f}",
+             f"{r['gradient_over_forward']:.2f}", f"{r['over_linear_gradient']:.2f}",
+             f"{r['forward_compile_s']:.0f}, {r['gradient_compile_s']:.0f}"]
+            for r in result.extra["cases"]]
+    p, m = result.paper, result.metrics
+    return (table(head, rows)
+            + f"\nsimulated: {result.extra['seconds_simulated']:.1f} s per run"
+            + f"\npaper: backward about {p['backward_over_forward']:.0f}x forward; one robot's "
+            + f"gradient {p['single_robot_gradient_cpu_s']} s on CPU, "
+            + f"{p['single_robot_gradient_gpu_s']} s on GPU; batch 128 at "
+            + f"{p['batch128_ms_per_step_gpu']} ms per step (GTX 1080)"
+            + f"\ntargets: gradient <= {TARGETS['gradient_over_forward']}x forward: "
+            + ("met" if m["gradient_over_forward_met"] else "NOT met")
+            + f" (worst {m['max_gradient_over_forward']:.2f}x); deep <= "
+            + f"{TARGETS['deep_over_linear']}x linear: "
+            + ("met" if m["deep_over_linear_met"] else "NOT met")
+            + f" (worst {m['max_deep_over_linear']:.2f}x)")
+
+
+def plot(result: ExperimentResult, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = result.extra["cases"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for be in sorted({r["backend"] for r in cases}):
+        for name, marker in (("linear", "o"), ("deep", "s")):
+            sel = [r for r in cases if r["backend"] == be and r["controller"] == name]
+            if not sel:
+                continue
+            b = [r["batch"] for r in sel]
+            line, = ax.loglog(b, [r["gradient_s"] for r in sel], marker=marker,
+                              label=f"{be} {name}: gradient")
+            ax.loglog(b, [r["forward_s"] for r in sel], marker=marker, ls=":",
+                      color=line.get_color(), label=f"{be} {name}: forward")
+    ax.set_xlabel("batch (robots simulated side by side)")
+    ax.set_ylabel(f"seconds per {result.extra['seconds_simulated']:.1f} s of simulation")
+    ax.set_title("A2 quadruped: forward and gradient cost")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
