@@ -151,25 +151,28 @@ def plot(result: ExperimentResult, path: str) -> None:
     gait = s["gait"]
     frames = len(s["gait_time"])
     shown = np.linspace(0, frames - 1, min(8, frames)).astype(int)
-    colours = plt.cm.viridis(np.linspace(0, 1, len(shown)))
-    for colour, k in zip(colours, shown):
+    spacing = 1.0     # m between frames of the strip
+    for slot, k in enumerate(shown):
+        x_spine = float(np.asarray(gait["spine"]["position"][k])[0])
+        shift = np.array([slot * spacing - x_spine, 0.0, 0.0])
         for body in scene.bodies:
-            pos = np.asarray(gait[body.name]["position"][k])
+            pos = np.asarray(gait[body.name]["position"][k]) + shift
             rot = np.asarray(gait[body.name]["rotation"][k])
             if body.shape.value == "sphere":
                 ax_strip.add_patch(plt.Circle((pos[0], pos[2]), body.radius, fill=False,
-                                              color=colour))
+                                              color="C0"))
             else:
                 outline = _box_outline(pos, rot, body.size)
-                ax_strip.plot(outline[:, 0], outline[:, 1], color=colour, lw=1)
-        ax_strip.text(np.asarray(gait["spine"]["position"][k])[0], 0.62,
-                      f"{s['gait_time'][k]:.1f} s", ha="center", fontsize=7, color=colour)
+                ax_strip.plot(outline[:, 0], outline[:, 1], color="C0", lw=1)
+        ax_strip.text(slot * spacing, 0.65, f"{s['gait_time'][k]:.2f} s\nx = {x_spine:.2f} m",
+                      ha="center", fontsize=7)
     ax_strip.axhline(0.0, color="k", lw=0.8)
     ax_strip.set_aspect("equal")
-    ax_strip.set_xlabel("x (m)")
+    ax_strip.set_xlim(-0.6, (len(shown) - 1) * spacing + 0.6)
+    ax_strip.set_ylim(-0.05, 0.8)
+    ax_strip.set_xticks([])
     ax_strip.set_ylabel("z (m)")
-    ax_strip.set_title("best gait, side view")
-    ax_strip.autoscale_view()
+    ax_strip.set_title("best gait, side view (each frame centred on the spine)")
     fig.suptitle("A5 quadruped gait (open loop)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
