@@ -24,7 +24,8 @@ import numpy as np
 from symphys import nn
 from symphys.algebra import safe_vector_norm
 from symphys.closed_loop import closed_loop_function
-from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.experiments.common import (ExperimentResult, first_reaching, progress, pyplot,
+                                        table, verdict)
 from symphys.optim import Adam
 from symphys.scene import Sensor, SensorKind
 from symphys.scene_io import load_scene
@@ -63,11 +64,6 @@ def population_loss(traj, task):
     """(P,) losses: one per world."""
     gap = traj.position["gripper"][:, FIRST_STEP:, :] - task[:, None, :]
     return safe_vector_norm(gap).mean(axis=1)
-
-
-def _first_below(curve, goal):
-    hits = [i + 1 for i, v in enumerate(curve) if v < goal]
-    return hits[0] if hits else None
 
 
 def _gradient_run(scene, ctrl, steps, evaluations, backend, seed, show):
@@ -143,8 +139,8 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
     cmaes = _cmaes_run(scene, ctrl, steps, budget, backend, seed, show_progress)
     gradient = {"evaluations": len(curve), "first_loss": curve[0], "final_loss": curve[-1],
                 "best_loss": min(curve), "seconds": g_seconds, "compile_seconds": g_compile,
-                "evaluations_to_4cm": _first_below(curve, GOALS[0]),
-                "evaluations_to_1cm": _first_below(curve, GOALS[1])}
+                "evaluations_to_4cm": first_reaching(curve, lambda v: v < GOALS[0]),
+                "evaluations_to_1cm": first_reaching(curve, lambda v: v < GOALS[1])}
     metrics = {
         "parameters": ctrl.n_parameters,
         "gradient_best_m": gradient["best_loss"],
@@ -185,15 +181,12 @@ def report(result: ExperimentResult) -> str:
     return (table(head, rows)
             + f"\ncontroller: {m['parameters']} parameters; steps {result.extra['steps']}"
             + "\ntargets: < 4 cm within 100 evaluations: "
-            + ("met" if m["target_4cm_within_100"] else "NOT met")
-            + "; < 1 cm within 150: " + ("met" if m["target_1cm_within_150"] else "NOT met"))
+            + verdict(m["target_4cm_within_100"])
+            + "; < 1 cm within 150: " + verdict(m["target_1cm_within_150"]))
 
 
 def plot(result: ExperimentResult, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     s = result.series
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.semilogy(range(1, len(s["gradient_loss"]) + 1), s["gradient_loss"],

@@ -20,7 +20,8 @@ import numpy as np
 from symphys import nn
 from symphys.algebra import safe_vector_norm
 from symphys.closed_loop import closed_loop_function
-from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.experiments.common import (ExperimentResult, first_reaching, progress, pyplot,
+                                        table, verdict)
 from symphys.optim import Adam
 from symphys.scene import Sensor, SensorKind
 from symphys.scene_io import load_scene
@@ -33,6 +34,7 @@ BATCH, BATCH_QUICK = 128, 8
 EVAL_TARGETS, EVAL_TARGETS_QUICK = 1000, 32
 HIDDEN, HIDDEN_QUICK = (1024, 1024), (64, 64)
 LEARNING_RATE = 1e-3
+LEARNING_RATE_QUICK = 1e-2     # the quick run's smaller network, few updates
 GOALS = (0.10, 0.05)
 PAPER = {"updates_to_10cm": 576, "updates_to_5cm": 2563, "batch": 128,
          "parameters": 1_057_796}
@@ -97,7 +99,11 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
     weights = ctrl.init(seed)
     fn(draw_targets(rng, batch), *weights.values())
     compile_s = time.perf_counter() - start
-    opt = Adam(learning_rate=LEARNING_RATE, clip_norm=1.0)
+    targets = draw_targets(np.random.default_rng(seed + 1),
+                           EVAL_TARGETS_QUICK if quick else EVAL_TARGETS)
+    initial = _evaluate(scene, ctrl, steps, weights, targets, backend)
+    learning_rate = LEARNING_RATE_QUICK if quick else LEARNING_RATE
+    opt = Adam(learning_rate=learning_rate, clip_norm=1.0)
     curve = []
     start = time.perf_counter()
     bar = progress(range(updates), "updates", show_progress)
@@ -108,18 +114,17 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         weights = opt.step(weights, dict(zip(weights, grads)))
     bar.close()
     train_s = time.perf_counter() - start
-    targets = draw_targets(np.random.default_rng(seed + 1),
-                           EVAL_TARGETS_QUICK if quick else EVAL_TARGETS)
     start = time.perf_counter()
     final = _evaluate(scene, ctrl, steps, weights, targets, backend)
     eval_s = time.perf_counter() - start
-    hits = {g: next((i + 1 for i, v in enumerate(curve) if v < g), None) for g in GOALS}
+    hits = {g: first_reaching(curve, lambda v, g=g: v < g) for g in GOALS}
     metrics = {
         "parameters": ctrl.n_parameters,
         "first_loss_m": curve[0], "final_loss_m": curve[-1], "best_loss_m": min(curve),
         "updates_to_10cm": hits[0.10], "updates_to_5cm": hits[0.05],
         "fraction_final_under_5cm": float(np.mean(final < 0.05)),
         "median_final_distance_m": float(np.median(final)),
+        "initial_median_final_distance_m": float(np.median(initial)),
         "target_10cm_by_576": (hits[0.10] or np.inf) <= PAPER["updates_to_10cm"],
         "target_5cm_by_2563": (hits[0.05] or np.inf) <= PAPER["updates_to_5cm"],
         "loss_fell": float(np.mean(curve[-3:])) < float(np.mean(curve[:3])),
@@ -127,10 +132,10 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
     return ExperimentResult(
         name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
         extra={"backend": backend, "steps": steps, "batch": batch, "updates": updates,
-               "hidden": list(hidden), "learning_rate": LEARNING_RATE,
+               "hidden": list(hidden), "learning_rate": learning_rate,
                "compile_seconds": compile_s, "train_seconds": train_s,
                "evaluation_seconds": eval_s, "evaluation_targets": len(targets)},
-        series={"loss": curve, "final_distances": final})
+        series={"loss": curve, "final_distances": final, "initial_final_distances": initial})
 
 
 def report(result: ExperimentResult) -> str:
@@ -146,17 +151,15 @@ def report(result: ExperimentResult) -> str:
             "updates to 10 cm", "updates to 5 cm", "final < 5 cm", "train s", "compile s"]
     return (table(head, rows)
             + f"\nfinal distances on {x['evaluation_targets']} fresh targets: median "
-            + f"{m['median_final_distance_m']:.3f} m"
+            + f"{m['initial_median_final_distance_m']:.3f} m before training, "
+            + f"{m['median_final_distance_m']:.3f} m after"
             + "\ntargets: < 10 cm by 576 updates: "
-            + ("met" if m["target_10cm_by_576"] else "NOT met")
-            + "; < 5 cm by 2,563: " + ("met" if m["target_5cm_by_2563"] else "NOT met"))
+            + verdict(m["target_10cm_by_576"])
+            + "; < 5 cm by 2,563: " + verdict(m["target_5cm_by_2563"]))
 
 
 def plot(result: ExperimentResult, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     s = result.series
     fig, (ax, hist) = plt.subplots(1, 2, figsize=(11, 4))
     ax.semilogy(range(1, len(s["loss"]) + 1), s["loss"], label="ours (batch loss)")
@@ -167,7 +170,13 @@ def plot(result: ExperimentResult, path: str) -> None:
     ax.set_xlabel("update")
     ax.set_ylabel("mean gripper-target distance (m)")
     ax.legend(fontsize=8)
-    hist.hist(np.asarray(s["final_distances"]) * 100, bins=30)
+    bins = np.linspace(0, 100 * max(np.max(s["final_distances"]),
+                                    np.max(s["initial_final_distances"])), 31)
+    hist.hist(np.asarray(s["initial_final_distances"]) * 100, bins=bins, alpha=0.5,
+              color="grey", label="before training")
+    hist.hist(np.asarray(s["final_distances"]) * 100, bins=bins, alpha=0.7,
+              label="after training")
+    hist.legend(fontsize=8)
     hist.axvline(5, color="k", ls="--", lw=1)
     hist.set_xlabel("final distance on fresh targets (cm)")
     hist.set_ylabel("targets")

@@ -24,7 +24,7 @@ import numpy as np
 
 from symphys.algebra import safe_vector_norm
 from symphys.api import parameter_values, value_and_grad_function, value_function, simulate
-from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.optim import Adam, PiecewiseSchedule
 from symphys.scene_io import load_scene
 
@@ -212,26 +212,23 @@ def report(result: ExperimentResult) -> str:
     head = ["method", "iterations", "simulations", "wall s", "compile s",
             "final loss", "final position"]
     m = result.metrics
-    verdict = "\n".join(
+    goals = "\n".join(
         f"{label}: {'reached' if m[key] else 'did NOT reach'} the target loss {GOAL}"
         for label, key in (("gradient descent", "gradient_reached_goal"),
                            ("CMA-ES", "cmaes_reached_goal")))
     runs = ", ".join(str(e) for e in c["evaluations_per_seed"])
-    return (table(head, rows) + "\n" + verdict
+    return (table(head, rows) + "\n" + goals
             + f"\nCMA-ES simulations over seeds {c['seeds'][0]}..{c['seeds'][-1]}: {runs} "
             f"(the table shows the median run)."
             + f"\nCMA-ES used {m['evaluation_ratio']:.1f}x the simulations "
             f"and {m['wall_time_ratio']:.1f}x the wall time of gradient descent."
             + f"\ntargets (< {GOAL} within {p['gradient']['iterations']} iterations, "
             f">= 20x fewer simulations, less wall time): "
-            + ("met" if m["targets_met"] else "NOT met"))
+            + verdict(m["targets_met"]))
 
 
 def plot(result: ExperimentResult, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     s = result.series
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     ax1.semilogy(s["gradient_evaluations"], s["gradient_loss"], label="gradient (Adam)")

@@ -64,3 +64,22 @@ def progress(iterable, desc: str, show: bool = True, total: int | None = None):
 
     return tqdm(iterable, desc=desc, total=total, disable=not show, leave=False,
                 dynamic_ncols=True)
+
+
+def verdict(met: bool) -> str:
+    """How a report states a target: "met" or "NOT met"."""
+    return "met" if met else "NOT met"
+
+
+def first_reaching(curve, reached) -> int | None:
+    """1-based index of the first value of `curve` for which `reached(value)`
+    holds (evaluations or updates to a goal), or None."""
+    return next((i + 1 for i, v in enumerate(curve) if reached(v)), None)
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt

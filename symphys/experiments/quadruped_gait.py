@@ -19,7 +19,8 @@ import numpy as np
 
 from symphys import nn
 from symphys.closed_loop import closed_loop_function, closed_loop_trajectory
-from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.experiments.common import (ExperimentResult, first_reaching, progress, pyplot,
+                                        table, verdict)
 from symphys.optim import Adam
 from symphys.scene_io import load_scene
 
@@ -80,13 +81,13 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
     speeds, best_weights, wall, compile_s = _train(scene, ctrl, steps, evaluations, backend,
                                                    seed, show_progress)
     traj = closed_loop_trajectory(scene, steps, ctrl, best_weights, backend=backend)
-    reached = [i + 1 for i, s in enumerate(speeds) if s >= GOAL]
+    reached = first_reaching(speeds, lambda v: v >= GOAL)
     metrics = {
         "parameters": ctrl.n_parameters,
         "first_speed_m_s": speeds[0],
         "best_speed_m_s": max(speeds),
-        "evaluations_to_goal": reached[0] if reached else None,
-        "goal_met": bool(reached) and reached[0] <= PAPER["evaluations"],
+        "evaluations_to_goal": reached,
+        "goal_met": reached is not None and reached <= PAPER["evaluations"],
         "speed_rose": max(speeds[1:], default=speeds[0]) > speeds[0],
     }
     spine = traj.position["spine"]
@@ -123,7 +124,7 @@ def report(result: ExperimentResult) -> str:
             f"evals to {GOAL} m/s", "sim s", "wall s", "compile s"]
     return (table(head, rows) + f"\ncontroller: {m['parameters']} parameters (open loop)"
             + f"\ntarget: >= {GOAL} m/s within {p['evaluations']} evaluations: "
-            + ("met" if m["goal_met"] else "NOT met"))
+            + verdict(m["goal_met"]))
 
 
 def _box_outline(position, rotation, size):
@@ -135,10 +136,7 @@ def _box_outline(position, rotation, size):
 
 
 def plot(result: ExperimentResult, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     scene = load_scene("hopper")
     s = result.series
     fig, (ax_speed, ax_strip) = plt.subplots(2, 1, figsize=(10, 7),

@@ -24,12 +24,12 @@ import pytensor.tensor as pt
 from symphys import nn
 from symphys.api import _cached
 from symphys.backends import as_backend, compile
-from symphys.experiments.common import ExperimentResult, progress, table
+from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.rollout import rollout
 from symphys.scene_io import load_scene
 
 NAME = "quadruped-speed"
-SECONDS, SECONDS_QUICK = 10.0, 0.5
+SECONDS, SECONDS_QUICK = 10.0, 1.0
 BATCHES, BATCHES_QUICK = (1, 8, 32, 128), (1, 4)
 BACKENDS, BACKENDS_QUICK = ("numba", "jax"), ("jax",)
 REPEATS, REPEATS_QUICK = 3, 1
@@ -155,18 +155,15 @@ def report(result: ExperimentResult) -> str:
             + f"{p['single_robot_gradient_gpu_s']} s on GPU; batch 128 at "
             + f"{p['batch128_ms_per_step_gpu']} ms per step (GTX 1080)"
             + f"\ntargets: gradient <= {TARGETS['gradient_over_forward']}x forward: "
-            + ("met" if m["gradient_over_forward_met"] else "NOT met")
+            + verdict(m["gradient_over_forward_met"])
             + f" (worst {m['max_gradient_over_forward']:.2f}x); deep <= "
             + f"{TARGETS['deep_over_linear']}x linear: "
-            + ("met" if m["deep_over_linear_met"] else "NOT met")
+            + verdict(m["deep_over_linear_met"])
             + f" (worst {m['max_deep_over_linear']:.2f}x)")
 
 
 def plot(result: ExperimentResult, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     cases = result.extra["cases"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for be in sorted({r["backend"] for r in cases}):
