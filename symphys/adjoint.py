@@ -33,6 +33,8 @@ from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors, graph_inputs, io_toposort
 from pytensor.tensor.rewriting.ofg import inline_ofg_node
 
+from symphys.backends import loop_mode
+
 
 @dataclass(frozen=True)
 class LoopOptions:
@@ -78,7 +80,7 @@ def _forward(run, state0, leaves, n_steps, name: str):
         return inline_loops(run(list(args[:n_state]), list(args[n_state:n_state + n_leaves])))
 
     return pytensor.scan(body, outputs_info=list(state0), non_sequences=list(leaves),
-                         n_steps=n_steps, return_updates=False, name=name)
+                         n_steps=n_steps, return_updates=False, name=name, mode=loop_mode())
 
 
 def _differentiable(x) -> bool:
@@ -129,7 +131,7 @@ def _adjoint(run, state0, leaves, n_steps, outputs, cotangents, options: LoopOpt
     res = pytensor.scan(body, sequences=index + [b[::-1] for b in before]
                         + [c[::-1] for c in cots],
                         outputs_info=init, non_sequences=list(leaves), n_steps=n_steps,
-                        return_updates=False, name=f"{name}_adjoint")
+                        return_updates=False, name=f"{name}_adjoint", mode=loop_mode())
     res = res if isinstance(res, (list, tuple)) else [res]
     return [r[-1] for r in res]
 

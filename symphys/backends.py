@@ -12,7 +12,7 @@ import enum
 
 import numpy as np
 import pytensor
-from pytensor.compile.mode import Mode, get_mode
+from pytensor.compile.mode import Mode, get_default_mode, get_mode
 
 from symphys import compile_cache
 from symphys.errors import BackendError
@@ -36,16 +36,26 @@ def as_backend(backend: "str | Backend") -> Backend:
                            f"choose one of {names}") from None
 
 
-# PyTensor rewrites symphys graphs do without: `useless_symmetric_transpose`
-# asks PyTensor's assumption system about constants that broadcast a
-# (1, 1, 1) one, which it reports as conflicting (a logged traceback, the
-# rewrite skipped). symphys has no symmetric matrices to simplify.
-_EXCLUDED_REWRITES = ("useless_symmetric_transpose",)
+# PyTensor rewrites that look for diagonal, symmetric, orthogonal or
+# selection matrices through its assumption system. symphys graphs have none
+# to simplify, and each query walks the whole graph above a matrix product
+# (in a closed-loop gradient, all of the physics): minutes of compile time.
+# `useless_symmetric_transpose` also logs assumption conflicts on broadcast
+# constants.
+EXCLUDED_REWRITES = ("useless_symmetric_transpose", "dot_diag_to_elemwise",
+                     "orthogonal_dot_transpose_to_eye", "selection_dot_to_indexing")
 
 
 def mode_for(backend: "str | Backend") -> Mode:
     """The PyTensor compilation mode of a backend."""
-    return _base_mode(backend).excluding(*_EXCLUDED_REWRITES)
+    return _base_mode(backend).excluding(*EXCLUDED_REWRITES)
+
+
+def loop_mode() -> Mode:
+    """The mode symphys' scans carry for their inner graphs. Each backend
+    rewrites a scan's inner graph with it when it converts the loop (adding
+    its own rewrites), so the exclusions above must travel with the scan."""
+    return get_default_mode().excluding(*EXCLUDED_REWRITES)
 
 
 def _base_mode(backend: "str | Backend") -> Mode:

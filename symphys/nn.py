@@ -59,7 +59,8 @@ class MLP:
     default) is scaled by `output_scale`; its weights start at
     `output_init` times the Glorot scale (small: the robot starts near its
     rest pose). `skip` adds a linear map from the input to the output
-    layer's pre-activation (`<prefix>.skip_w`, `<prefix>.skip_b`)."""
+    layer's pre-activation (`<prefix>.skip_w`, `<prefix>.skip_b`);
+    `bias=False` leaves out every bias vector."""
 
     n_in: int
     n_out: int
@@ -70,6 +71,7 @@ class MLP:
     output_init: float = 0.1
     prefix: str = "ctrl"
     skip: bool = False
+    bias: bool = True
 
     def _sizes(self):
         return (self.n_in, *self.hidden, self.n_out)
@@ -79,10 +81,12 @@ class MLP:
         shapes = {}
         for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
             shapes[f"{self.prefix}.w{k}"] = (a, b)
-            shapes[f"{self.prefix}.b{k}"] = (b,)
+            if self.bias:
+                shapes[f"{self.prefix}.b{k}"] = (b,)
         if self.skip:
             shapes[f"{self.prefix}.skip_w"] = (self.n_in, self.n_out)
-            shapes[f"{self.prefix}.skip_b"] = (self.n_out,)
+            if self.bias:
+                shapes[f"{self.prefix}.skip_b"] = (self.n_out,)
         return shapes
 
     @property
@@ -105,16 +109,19 @@ class MLP:
     def carry_sizes(self) -> tuple[int, ...]:
         return ()
 
+    def _bias(self, params: dict, name: str):
+        return params[f"{self.prefix}.{name}"] if self.bias else 0.0
+
     def apply(self, params: dict, observation, carry: list, time):
         x = observation
         n_layers = len(self._sizes()) - 1
         for k in range(n_layers):
-            x = _matmul(x, params[f"{self.prefix}.w{k}"]) + params[f"{self.prefix}.b{k}"]
+            x = _matmul(x, params[f"{self.prefix}.w{k}"]) + self._bias(params, f"b{k}")
             if k < n_layers - 1:
                 x = self.activation(x)
         if self.skip:
             x = x + _matmul(observation, params[f"{self.prefix}.skip_w"]) \
-                + params[f"{self.prefix}.skip_b"]
+                + self._bias(params, "skip_b")
         return self.output(x) * self.output_scale, carry
 
 

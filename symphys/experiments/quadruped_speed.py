@@ -2,7 +2,7 @@
 
 Scene `graphs/quadruped.json` ("Predator": 13 bodies, 16 position servos,
 81 sensor values). Two controllers read the 81 values: the linear one
-(81 -> 16, 1,296 weights) and a deeper one (81 -> 256 -> 128 -> 16, tanh).
+(81 -> 16, 1,296 weights, no bias) and a deeper one (81 -> 256 -> 128 -> 16, tanh).
 For each backend and batch size the run compiles the forward loss (mean
 forward speed over 10 s) and its gradient with respect to the controller
 weights, then times each (median of repeated calls after the first). The
@@ -39,7 +39,7 @@ TARGETS = {"gradient_over_forward": 4.0, "deep_over_linear": 1.3}
 
 
 def controllers(n_obs: int = 81, n_act: int = 16) -> dict:
-    return {"linear": nn.Linear(n_obs, n_act),
+    return {"linear": nn.Linear(n_obs, n_act, bias=False),
             "deep": nn.MLP(n_obs, n_act, hidden=(256, 128), activation=nn.Activation.TANH)}
 
 
