@@ -12,7 +12,7 @@ import enum
 
 import numpy as np
 import pytensor
-from pytensor.compile.mode import Mode, get_default_mode, get_mode
+from pytensor.compile.mode import Mode, get_mode
 
 from symphys import compile_cache
 from symphys.errors import BackendError
@@ -52,10 +52,12 @@ def mode_for(backend: "str | Backend") -> Mode:
 
 
 def loop_mode() -> Mode:
-    """The mode symphys' scans carry for their inner graphs. Each backend
-    rewrites a scan's inner graph with it when it converts the loop (adding
-    its own rewrites), so the exclusions above must travel with the scan."""
-    return get_default_mode().excluding(*EXCLUDED_REWRITES)
+    """The mode symphys' scans carry for their inner graphs: what PyTensor
+    uses when a scan has none (fast_run rewrites; the cvm linker, which the
+    cvm backend's scans run their inner function with) less the exclusions
+    above. Numba and JAX take only its rewrites when they convert a loop, so
+    the exclusions must travel with the scan."""
+    return Mode("cvm", "fast_run").excluding(*EXCLUDED_REWRITES)
 
 
 def _base_mode(backend: "str | Backend") -> Mode:
