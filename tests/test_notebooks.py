@@ -1,6 +1,5 @@
 """The example notebooks run top to bottom (reduced size)."""
 
-import os
 from pathlib import Path
 
 import nbformat
