@@ -33,6 +33,9 @@ from symphys.rollout import Trajectory, rollout
 from symphys.scene import Scene
 
 
+_FIELDS = ("position", "rotation", "velocity", "angular_velocity")
+
+
 def _weight_inputs(controller, population: int | None) -> dict:
     lead = () if population is None else (population,)
     return {name: pt.tensor(name=name, dtype="float64", shape=lead + tuple(shape))
@@ -94,23 +97,16 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
         task_in = pt.tensor(name="task", dtype="float64", shape=(rows, scene.n_targets))
         traj = rollout(scene, steps, controller=controller, controller_params=inputs,
                        task=task_in if scene.n_targets else None)
-        names = scene.body_names
-        outs = [getattr(traj, field)[n] for field in _FIELDS for n in names]
+        # World 0's series only: (steps + 1, ...) whether or not the rollout
+        # is batched.
+        pick = (lambda x: x[0]) if traj.batched else (lambda x: x)
+        outs = [pick(getattr(traj, field)[n]) for field in _FIELDS for n in scene.body_names]
         return compile([task_in, *inputs.values()], outs, backend)
 
     fn = _cached(key, build)
     task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)
     outs = fn(task, *(weights[n] for n in controller.parameter_shapes()))
     names = scene.body_names
-    per_field = [dict(zip(names, outs[i * len(names):(i + 1) * len(names)]))
-                 for i in range(len(_FIELDS))]
-
-    def world0(x):
-        x = np.asarray(x)
-        return x[0] if x.ndim >= 3 and x.shape[0] == rows and x.shape[1] == steps + 1 else x
-
-    fields = [{n: world0(v) for n, v in d.items()} for d in per_field]
+    fields = [dict(zip(names, outs[i * len(names):(i + 1) * len(names)]))
+              for i in range(len(_FIELDS))]
     return Trajectory(np.arange(steps + 1) * scene.dt, *fields, batched=False)
-
-
-_FIELDS = ("position", "rotation", "velocity", "angular_velocity")

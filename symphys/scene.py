@@ -138,10 +138,6 @@ class Joint:
     def n_coordinates(self) -> int:
         return {JointType.HINGE: 1, JointType.SLIDER: 1, JointType.UNIVERSAL: 2}.get(self.type, 0)
 
-    @property
-    def has_coordinate(self) -> bool:
-        return self.n_coordinates > 0
-
 
 @dataclass(frozen=True)
 class Motor:

@@ -435,8 +435,8 @@ def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
             if n_coords < 2:
                 r.fail("axis", f"not used on a {by_name[joint].type.value} joint (one "
                        "coordinate)")
-            axis = r.doc["axis"]
-            if axis not in (0, 1) or isinstance(axis, bool):
+            axis = r.number("axis", integer=True)
+            if axis not in (0, 1):
                 r.fail("axis", f"expected 0 (the joint's axis) or 1 (its axis2), got {axis!r}")
         if (joint, axis) in driven:
             r.fail("joint", f"joint '{joint}' already has a motor"

@@ -225,7 +225,8 @@ def approach(block: ContactBlock, geom: ContactGeometry, mob: Mobility, V, dt: f
     return Approach(block, ga, gb, geom, normal, vn0, reaches, tau)
 
 
-def contact_rows(pre: Approach, body_tau, mob: Mobility, options: SolverOptions, frequency, damping, dt: float) -> ContactRows:
+def contact_rows(pre: Approach, body_tau, mob: Mobility, options: SolverOptions, frequency,
+                 damping, dt: float) -> ContactRows:
     """Rows of one contact block, with targets from the approach velocity
     (restitution) and the gap (speculative contact: a contact that closes
     within the step stops or bounces its bodies there; a penetrating one is
@@ -323,7 +324,7 @@ def _solve_bounded(item: BoundedRow, V, lam):
 
 def _sweep(blocks: list, V, acc: list, friction_model: FrictionModel):
     """One Gauss-Seidel pass over every block (`ContactRows` or
-    `BoundedRow` of `PackedRow`s, in order); returns (V, new acc)."""
+    `BoundedRow`, in order); returns (V, new acc)."""
     acc = list(acc)
     for i, rows in enumerate(blocks):
         if isinstance(rows, BoundedRow):

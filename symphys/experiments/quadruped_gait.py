@@ -91,6 +91,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         "speed_rose": max(speeds[1:], default=speeds[0]) > speeds[0],
     }
     spine = traj.position["spine"]
+    stride = _stride(steps)
     return ExperimentResult(
         name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
         extra={"backend": backend, "steps": steps, "seconds_simulated": steps * scene.dt,
@@ -100,10 +101,10 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
                              "spine_z_min": float(spine[:, 2].min()),
                              "spine_z_max": float(spine[:, 2].max())}},
         series={"speed_m_s": speeds,
-                "gait": {name: {"position": traj.position[name][::_stride(steps)],
-                                "rotation": traj.rotation[name][::_stride(steps)]}
+                "gait": {name: {"position": traj.position[name][::stride],
+                                "rotation": traj.rotation[name][::stride]}
                          for name in scene.body_names},
-                "gait_time": traj.time[::_stride(steps)]})
+                "gait_time": traj.time[::stride]})
 
 
 def _stride(steps: int) -> int:
