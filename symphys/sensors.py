@@ -106,5 +106,7 @@ def observe(scene: Scene, state: State, time, task, bodies: BodyArrays, world: W
             else:
                 gap = _lowest_gap(scene, i, bodies, world, state)
                 columns.append(pt.switch(gap < sensor.margin, 1.0, 0.0))
+    if not columns:
+        return pt.zeros_like(like)[:, :0]     # no sensors: (B, 0), for open-loop controllers
     columns = [c + pt.zeros_like(like) for c in columns]
     return pt.concatenate(columns, axis=1)

@@ -212,3 +212,20 @@ def test_arm_gradients_match_finite_differences():
         fd = (bumped[0] - bumped[1]) / (2 * eps)
         assert np.asarray(grads[name])[index] == pytest.approx(fd, rel=1e-4, abs=1e-9), name
         assert abs(fd) > 1e-7, name
+
+
+def test_open_loop_controller_needs_no_sensors():
+    """A scene without sensors gives a (B, 0) observation, so an open-loop
+    controller can drive it: the wrist's servos turn the hand while its
+    anchor stays at the pivot."""
+    from symphys.closed_loop import closed_loop_trajectory
+    from scenes import wrist
+
+    scene = wrist()
+    assert scene.n_observations == 0
+    ctrl = nn.OpenLoop(n_out=2)
+    tr = closed_loop_trajectory(scene, 100, ctrl, ctrl.init(0), backend=BACKEND)
+    rot = tr.rotation["hand"]
+    assert rot.shape == (101, 3, 3) and np.abs(rot[-1] - np.eye(3)).max() > 0.01
+    anchor = tr.position["hand"] + rot @ np.array([0.0, 0.0, 0.2])
+    assert np.abs(anchor).max() < 1e-3
