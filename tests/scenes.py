@@ -78,7 +78,7 @@ def pendulum():
     """A capsule hinged to the world at its top end, with a position servo
     on the hinge (its `pivot.max_torque` parameter set to 0 frees it)."""
     half = ROD_LENGTH / 2
-    return (sp.SceneBuilder("pendulum", dt=0.001, iterations=4)
+    return (sp.SceneBuilder("pendulum", dt=0.001, iterations=8)
             .capsule("rod", radius=0.02, length=ROD_LENGTH, mass=1.0, position=[0, 0, -half])
             .joint("pivot", "hinge", "world", "rod", anchor=[0, 0, 0], axis=[0, 1, 0])
             .motor("servo", "pivot", "position", gain=10.0, max_velocity=2.0, max_torque=3.0)

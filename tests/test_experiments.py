@@ -58,6 +58,10 @@ def test_arm_fixed_quick(tmp_path):
     assert doc["metrics"]["parameters"] == 17_284
     assert doc["cmaes"]["best_loss"] <= doc["cmaes"]["start_loss"]
     assert doc["series"]["cmaes_evaluations"][-1] >= 24
+    # Constant servo targets near the reaching pose beat the untrained
+    # network (which starts near the rest pose, 0.93 m away).
+    assert doc["metrics"]["constant_targets_floor_m"] < 0.5 * curve[0]
+    assert doc["gradient"]["rejected_steps"] >= 0
 
 
 def test_arm_random_quick(tmp_path):

@@ -65,11 +65,12 @@ def test_position_servo_reaches_target_within_torque_limit(pendulum_scene):
     assert q[-1] == pytest.approx(target, abs=2e-3)
     # Torque about the pivot: I_p dw/dt = -m g d sin(q) + motor. The motor's
     # share never exceeds max_torque. (The joint rows exert no torque about
-    # the pivot once converged; after 4 sweeps their residue shows up here as
-    # up to 2% when the servo switches from its torque to its rate limit.)
+    # the pivot once converged. Servo rows are swept last, so with 4 sweeps
+    # the joint rows' residue showed up here as one step at 1.21 x the limit
+    # when the servo switched from its torque to its rate limit; with 8, none.)
     w = tr.angular_velocity["rod"][:, 1]
     motor = _rod_inertia_about_pivot() * np.diff(w) / dt + G * (ROD_LENGTH / 2) * np.sin(q[:-1])
-    assert np.abs(motor).max() <= max_torque * 1.03
+    assert np.abs(motor).max() <= max_torque * 1.005
     assert np.abs(motor).max() >= max_torque * 0.95    # it saturated on the way
     # The servo's target rate is capped at max_velocity (2 rad/s).
     assert np.abs(w).max() <= 2.0 + 1e-3
@@ -241,3 +242,34 @@ def test_universal_joint_servos_reach_both_angles_without_twist():
     # It got there by turning (the check is not of a hand at rest): after
     # 0.1 s it was still far from its final pose.
     assert np.abs(rot[20] - rot[-1]).max() > 0.05
+
+
+def _relative_angle(parent, child, axis: int):
+    """Angle (T,) of `child` about its parent's x/y/z `axis`, from their
+    relative rotation (both start at the identity)."""
+    rel = np.einsum("tji,tjk->tik", parent, child)
+    i, j = {2: (1, 0), 1: (0, 2)}[axis]
+    return np.arctan2(rel[:, i, j], rel[:, i, i] if axis == 2 else rel[:, 2, 2])
+
+
+def test_servos_along_a_chain_keep_their_rate_limit():
+    """The A3 arm (5 bodies, 4 servos at 45 deg/s, the paper's 20 sweeps)
+    driven to fixed targets: every servo turns at most at its rate limit and
+    reaches its target. With servo rows swept before the joint rows, the
+    elbow turned at 2.1 rad/s here."""
+    scene = sp.load_scene("arm")
+    target = np.array([0.785, 0.42, 0.3, 1.22])
+    tr = sp.simulate(scene, 220, backend=ARTICULATED, action=target)
+    rot = tr.rotation
+    world = np.broadcast_to(np.eye(3), rot["base"].shape)
+    q = np.stack([_relative_angle(world, rot["base"], 2),
+                  _relative_angle(rot["base"], rot["upper_arm"], 1),
+                  _relative_angle(rot["upper_arm"], rot["elbow"], 2),
+                  _relative_angle(rot["elbow"], rot["forearm"], 1)], axis=1)
+    rate = np.abs(np.diff(q, axis=0)) / scene.dt
+    limit = np.array([m.max_velocity for m in scene.motors])
+    assert (rate.max(axis=0) <= limit * 1.01).all(), rate.max(axis=0)
+    # The elbow pitch (1.22 rad) needs 1.55 s at the limit: it ran at the
+    # limit on the way, and every joint is on target at the end.
+    assert rate[:, 3].max() >= limit[3] * 0.99
+    np.testing.assert_allclose(q[-1], target, atol=5e-3)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from symphys.optim import (SGD, Adam, CosineSchedule, NonFiniteGradient, PiecewiseSchedule,
-                           clip_by_global_norm, cmaes_minimise)
+                           StepGuard, clip_by_global_norm, cmaes_minimise)
 
 TARGET = {"a": np.array([1.0, -2.0]), "b": np.array(3.0)}
 
@@ -47,6 +47,35 @@ def test_non_finite_gradient_names_parameter_and_entry():
     grads = {"w": np.array([[0.0, np.nan], [0.0, 0.0]]), "b": np.zeros(2)}
     with pytest.raises(NonFiniteGradient, match=r"'w': 1 of 4 entries \(first at \[\[0, 1\]\]\)"):
         opt.step(params, grads)
+
+
+def _cliff(x):
+    """Loss with its minimum 0.1 at 1.4 next to a cliff at 1.5 (a closed
+    loop that runs away past a stability boundary); (value, gradient)."""
+    return 0.1 + (x - 1.4) ** 2 + (5.0 if x > 1.5 else 0.0), 2 * (x - 1.4)
+
+
+def test_step_guard_undoes_jumps_over_a_cliff():
+    plain, guard = Adam(learning_rate=0.3), StepGuard(Adam(learning_rate=0.3))
+    x_plain = x_guard = {"x": np.array(0.0)}
+    plain_losses, seen = [], []
+    for _ in range(200):
+        value, grad = _cliff(float(x_plain["x"]))
+        plain_losses.append(value)
+        x_plain = plain.step(x_plain, {"x": np.array(grad)})
+        value, grad = _cliff(float(x_guard["x"]))
+        seen.append(value)
+        best_before = guard.best_loss
+        x_next = guard.step(x_guard, value, {"x": np.array(grad)})
+        if value > 1.5 * best_before:
+            assert x_next is guard.best_params      # rejected: back to the best point
+        x_guard = x_next
+    assert sum(v > 5.0 for v in plain_losses) > guard.rejections >= 1
+    assert sum(v > 5.0 for v in seen) == guard.rejections     # never steps from a cliff
+    assert guard.optimiser.rate_scale == 0.5 ** guard.rejections
+    assert guard.best_loss < 0.1 + 1e-4 and max(seen[-50:]) < 0.1 + 1e-3
+    with pytest.raises(FloatingPointError, match="loss is nan"):
+        guard.step(x_guard, float("nan"), {"x": np.array(0.0)})
 
 
 def test_schedules():

@@ -10,8 +10,15 @@ covariance, as a full one on 17,284 parameters does not fit; each
 generation is one batched rollout) on the same loss, in the same run.
 
 The servos turn at most 45 deg/s, so the gripper needs about 1.6 s to
-reach the target from rest, and the loss cannot reach 0 (the floor this
-rate limit sets is not computed yet).
+reach the target from rest, and the loss cannot reach 0. The experiment
+measures that floor: the best constant servo targets (4 numbers, found by
+Nelder-Mead on the same loss) bound what any controller reading only the
+distance can do from rest.
+
+The distance feedback has a cliff: past some weights the loop runs away
+(the arm overshoots, the distance grows, the servo targets grow with it).
+One Adam step across it raised the loss from 0.12 m to 1.3 m; Adam runs
+under a `StepGuard`, which undoes such steps and halves the rate.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from symphys.algebra import safe_vector_norm
 from symphys.closed_loop import closed_loop_function
 from symphys.experiments.common import (ExperimentResult, first_reaching, progress, pyplot,
                                         table, verdict)
-from symphys.optim import Adam
+from symphys.optim import Adam, StepGuard
 from symphys.scene import Sensor, SensorKind
 from symphys.scene_io import load_scene
 
@@ -38,6 +45,8 @@ EVALUATIONS, EVALUATIONS_QUICK = 200, 30
 CMAES_BUDGET, CMAES_BUDGET_QUICK = 2000, 100
 LEARNING_RATE = 3e-3
 CMAES_SIGMA = 0.1
+FLOOR_EVALUATIONS, FLOOR_EVALUATIONS_QUICK = 250, 20
+REST_GUESS = (0.785, 0.43, 0.0, 1.21)   # rad: yaw 45 deg, then an elbow bend that reaches
 GOALS = (0.04, 0.01)      # m, and the paper's evaluations to reach them
 PAPER = {"evaluations_to_4cm": 100, "evaluations_to_1cm": 150,
          "cmaes": {"evaluations": 60000, "start_m": 0.995, "end_m": 0.933}}
@@ -66,24 +75,40 @@ def population_loss(traj, task):
     return safe_vector_norm(gap).mean(axis=1)
 
 
-def _gradient_run(scene, ctrl, steps, evaluations, backend, seed, show):
-    start = time.perf_counter()
-    fn = closed_loop_function(scene, steps, ctrl, loss, backend=backend)
+def _gradient_run(fn, ctrl, evaluations, seed, show):
+    """Adam under a StepGuard: (guard, loss curve, seconds)."""
     weights = ctrl.init(seed)
     task = TARGET[None]
-    fn(task, *weights.values())
-    compile_s = time.perf_counter() - start
-    opt = Adam(learning_rate=LEARNING_RATE, clip_norm=1.0)
+    guard = StepGuard(Adam(learning_rate=LEARNING_RATE, clip_norm=1.0))
     curve = []
     start = time.perf_counter()
     bar = progress(range(evaluations), "gradient", show)
     for _ in bar:
         value, *grads = fn(task, *weights.values())
         curve.append(float(value))
-        bar.set_postfix(loss=f"{float(value):.4f}")
-        weights = opt.step(weights, dict(zip(weights, grads)))
+        bar.set_postfix(loss=f"{float(value):.4f}", rejected=guard.rejections)
+        weights = guard.step(weights, value, dict(zip(weights, grads)))
     bar.close()
-    return weights, curve, time.perf_counter() - start, compile_s
+    return guard, curve, time.perf_counter() - start
+
+
+def constant_targets_floor(fn, ctrl, evaluations: int, seed: int = 0):
+    """(loss, targets): the best constant servo targets, found by Nelder-Mead
+    from REST_GUESS on the controller with its output weights zeroed (its
+    output is then the output bias: the 4 targets)."""
+    from scipy.optimize import minimize
+
+    base = ctrl.init(seed)
+    last = f"{ctrl.prefix}.w{len(ctrl.hidden)}"
+    bias = f"{ctrl.prefix}.b{len(ctrl.hidden)}"
+
+    def value(q):
+        weights = dict(base, **{last: np.zeros_like(base[last]), bias: np.asarray(q)})
+        return float(fn(TARGET[None], *weights.values())[0])
+
+    best = minimize(value, REST_GUESS, method="Nelder-Mead",
+                    options={"maxfev": evaluations, "xatol": 1e-4, "fatol": 1e-7})
+    return float(best.fun), [float(x) for x in best.x]
 
 
 def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show):
@@ -134,17 +159,24 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
     steps = steps or (STEPS_QUICK if quick else STEPS)
     evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
     budget = cmaes_budget or (CMAES_BUDGET_QUICK if quick else CMAES_BUDGET)
-    weights, curve, g_seconds, g_compile = _gradient_run(
-        scene, ctrl, steps, evaluations, backend, seed, show_progress)
+    start = time.perf_counter()
+    fn = closed_loop_function(scene, steps, ctrl, loss, backend=backend)
+    fn(TARGET[None], *ctrl.init(seed).values())
+    g_compile = time.perf_counter() - start
+    guard, curve, g_seconds = _gradient_run(fn, ctrl, evaluations, seed, show_progress)
     cmaes = _cmaes_run(scene, ctrl, steps, budget, backend, seed, show_progress)
+    floor, floor_targets = constant_targets_floor(
+        fn, ctrl, FLOOR_EVALUATIONS_QUICK if quick else FLOOR_EVALUATIONS, seed)
     gradient = {"evaluations": len(curve), "first_loss": curve[0], "final_loss": curve[-1],
                 "best_loss": min(curve), "seconds": g_seconds, "compile_seconds": g_compile,
+                "rejected_steps": guard.rejections,
                 "evaluations_to_4cm": first_reaching(curve, lambda v: v < GOALS[0]),
                 "evaluations_to_1cm": first_reaching(curve, lambda v: v < GOALS[1])}
     metrics = {
         "parameters": ctrl.n_parameters,
         "gradient_best_m": gradient["best_loss"],
         "cmaes_best_m": cmaes["best_loss"],
+        "constant_targets_floor_m": floor,
         "target_4cm_within_100": (gradient["evaluations_to_4cm"] or np.inf) <= 100,
         "target_1cm_within_150": (gradient["evaluations_to_1cm"] or np.inf) <= 150,
         "loss_fell": curve[-1] < curve[0],
@@ -154,7 +186,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         extra={"gradient": gradient,
                "cmaes": {k: v for k, v in cmaes.items() if k not in ("curve", "evaluations")},
                "backend": backend, "steps": steps, "target": TARGET,
-               "learning_rate": LEARNING_RATE},
+               "learning_rate": LEARNING_RATE, "constant_targets": floor_targets},
         series={"gradient_loss": curve, "cmaes_best_loss": cmaes["curve"],
                 "cmaes_evaluations": cmaes["evaluations"]})
 
@@ -178,8 +210,12 @@ def report(result: ExperimentResult) -> str:
     head = ["method", "evaluations", "first loss m", "best loss m", "evals to 4 cm",
             "evals to 1 cm", "wall s", "compile s"]
     m = result.metrics
+    targets = ", ".join(f"{x:.3f}" for x in result.extra["constant_targets"])
     return (table(head, rows)
-            + f"\ncontroller: {m['parameters']} parameters; steps {result.extra['steps']}"
+            + f"\ncontroller: {m['parameters']} parameters; steps {result.extra['steps']}; "
+            + f"Adam steps undone by the guard: {g['rejected_steps']}"
+            + f"\nfloor: best constant servo targets ({targets} rad) give "
+            + f"{m['constant_targets_floor_m']:.4f} m"
             + "\ntargets: < 4 cm within 100 evaluations: "
             + verdict(m["target_4cm_within_100"])
             + "; < 1 cm within 150: " + verdict(m["target_1cm_within_150"]))
@@ -194,6 +230,8 @@ def plot(result: ExperimentResult, path: str) -> None:
     ax.semilogy(s["cmaes_evaluations"], s["cmaes_best_loss"], label="CMA-ES (best so far)")
     for goal, ls in zip(GOALS, (":", "--")):
         ax.axhline(goal, color="grey", ls=ls, label=f"{goal * 100:.0f} cm")
+    ax.axhline(result.metrics["constant_targets_floor_m"], color="k", lw=1,
+               label="best constant targets")
     ax.axvline(100, color="C3", ls=":", lw=1, label="paper: 4 cm at 100")
     ax.axvline(150, color="C3", ls="--", lw=1, label="paper: 1 cm at 150")
     ax.set_xscale("log")
