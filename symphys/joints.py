@@ -34,7 +34,8 @@ from symphys.algebra import Mat3, Vec3, cross, dot, matmul, matTvec, matvec, qua
 from symphys.contacts import Gather
 from symphys.model import State, _stack_bodies
 from symphys.scene import WORLD, JointType, MotorMode, Scene
-from symphys.solver import BoundedRow, Mobility, RowBlock, RowKind, angular_row, linear_row
+from symphys.solver import (BoundedRow, Mobility, RowBlock, RowGroup, RowKind, RowSpec, row_block,
+                            row_group)
 
 _X = Vec3(1.0, 0.0, 0.0)
 _Y = Vec3(0.0, 1.0, 0.0)
@@ -304,10 +305,9 @@ def coordinate_axis(kind: JointType, pose: _Pose, axis: int = 0) -> Vec3:
 
 def _axis_row(kind: JointType, row_kind: RowKind, direction: Vec3, pose: _Pose,
               mob: Mobility, target) -> RowBlock:
-    """A row on the joint coordinate's rate along `direction` (+-axis)."""
-    if kind in (JointType.HINGE, JointType.UNIVERSAL):
-        return angular_row(row_kind, direction, pose.ga, pose.gb, mob, target)
-    return linear_row(row_kind, direction, pose.ra, pose.rb, pose.ga, pose.gb, mob, target)
+    """A motor row on the joint coordinate's rate along `direction`."""
+    spec = _axis_spec(kind, direction, pose, 0.0)
+    return row_block(row_kind, spec, pose.ga, pose.gb, mob, target)
 
 
 def _rotation_error(pose: _Pose) -> Vec3:
@@ -331,24 +331,23 @@ def _centripetal_drift(pose: _Pose, w: Vec3, dt: float) -> Vec3:
 
 
 def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobility,
-               state: State, w: Vec3, feedback: float, dt: float) -> list[BoundedRow]:
-    """Equality rows (and limit rows) of one joint block at the current pose;
-    position errors are fed back at rate `feedback` / dt (Baumgarte), and the
-    anchors' centripetal drift over the step (at the angular velocities w
-    before the solve) is cancelled in advance."""
+               state: State, w: Vec3, feedback: float, dt: float) -> list[RowGroup]:
+    """The equality rows (and limit rows) of one joint block at the current
+    pose, as one `RowGroup`; position errors are fed back at rate
+    `feedback` / dt (Baumgarte), and the anchors' centripetal drift over the
+    step (at the angular velocities w before the solve) is cancelled in
+    advance."""
     pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
                  len(scene.joints))
-    rows = []
+    specs = []
     drift = _centripetal_drift(pose, w, dt)
 
     def point(direction: Vec3, error):
-        target = -(feedback * error + dot(drift, direction)) / dt
-        rows.append(BoundedRow(linear_row(RowKind.JOINT, direction, pose.ra, pose.rb,
-                                          pose.ga, pose.gb, mob, target)))
+        specs.append(_point_spec(direction, pose,
+                                 -(feedback * error + dot(drift, direction)) / dt))
 
     def turn(direction: Vec3, error):
-        rows.append(BoundedRow(angular_row(RowKind.JOINT, direction, pose.ga, pose.gb,
-                                           mob, -feedback * error / dt)))
+        specs.append(RowSpec(None, direction, direction, -feedback * error / dt))
 
     kind = block.type
     if kind is JointType.SLIDER:
@@ -368,12 +367,25 @@ def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobili
         for axis, comp in zip((_X, _Y, _Z), _rotation_error(pose)):
             turn(axis, comp)
     if kind in (JointType.HINGE, JointType.SLIDER):
-        rows += _limit_rows(block, scene, pose, mob, feedback, dt)
-    return rows
+        specs += _limit_specs(block, scene, pose, feedback, dt)
+    return [row_group(specs, pose.ga, pose.gb, mob)]
 
 
-def _limit_rows(block: JointBlock, scene: Scene, pose: _Pose, mob: Mobility,
-                feedback: float, dt: float) -> list[BoundedRow]:
+def _point_spec(direction: Vec3, pose: _Pose, target, lower=None) -> RowSpec:
+    """A row on the anchors' relative velocity along `direction`."""
+    ang_b = None if pose.gb is None else cross(pose.rb, direction)
+    return RowSpec(direction, cross(pose.ra, direction), ang_b, target, lower)
+
+
+def _axis_spec(kind: JointType, direction: Vec3, pose: _Pose, target, lower=None) -> RowSpec:
+    """A row on the joint coordinate's rate along `direction` (+-axis)."""
+    if kind in (JointType.HINGE, JointType.UNIVERSAL):
+        return RowSpec(None, direction, direction, target, lower)
+    return _point_spec(direction, pose, target, lower)
+
+
+def _limit_specs(block: JointBlock, scene: Scene, pose: _Pose, feedback: float,
+                 dt: float) -> list[RowSpec]:
     """One-sided rows keeping q in [lo, hi]: for a slack s = q - lo (or
     hi - q) the row lets the joint approach by at most s within the step and
     pushes a violated limit back with position-error feedback."""
@@ -384,13 +396,11 @@ def _limit_rows(block: JointBlock, scene: Scene, pose: _Pose, mob: Mobility,
     lo = np.array([lim[0] if lim else -inf for lim in limits])
     hi = np.array([lim[1] if lim else inf for lim in limits])
     q = coordinate(block.type, pose)
-    rows = []
+    specs = []
     for sign, slack in ((1.0, q - lo), (-1.0, hi - q)):
         target = pt.switch(slack < 0, -feedback * slack / dt, -slack / dt)
-        direction = pose.axis_b.scale(sign)
-        rows.append(BoundedRow(_axis_row(block.type, RowKind.LIMIT, direction, pose, mob,
-                                         target), lower=0.0))
-    return rows
+        specs.append(_axis_spec(block.type, pose.axis_b.scale(sign), pose, target, lower=0.0))
+    return specs
 
 
 def joint_rate(kind: JointType, pose: _Pose, v: Vec3, w: Vec3):

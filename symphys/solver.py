@@ -81,15 +81,10 @@ class RowBlock:
     gamma: object                # softness (impulse units), 0 when stiff
     target: object               # desired J v after the solve
 
-    def _halves(self, x):
-        if not self.two_sided:
-            return x
-        k = len(self.gather.index) // 2
-        return x[:, :k] + x[:, k:]
-
     def velocity(self, V):
         """J v for V (B, N, 6): (B, K)."""
-        return self._halves((self.jac * self.gather.take(V)).sum(axis=-1))
+        return _pair_sum((self.jac * self.gather.take(V)).sum(axis=-1), self.gather,
+                         self.two_sided)
 
     def apply(self, V, impulse):
         """V with the velocity change of `impulse` (B, K) added."""
@@ -112,35 +107,107 @@ def _stack(components, k: int):
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-def _row_block(kind: RowKind, lin: Vec3 | None, ang_a: Vec3, ang_b: Vec3 | None, ga: Gather,
-               gb: Gather | None, mob: Mobility, gamma, target) -> RowBlock:
-    """Rows on J v = lin . (v_a - v_b) + ang_a . w_a - ang_b . w_b (lin None:
-    angular only; gb None: static partner)."""
+@dataclass(frozen=True)
+class RowSpec:
+    """One row J v = lin . (v_a - v_b) + ang_a . w_a - ang_b . w_b on a
+    block's K body pairs (lin None: angular only; ang_b None: static
+    partner); components (B, K) or scalars. target: desired J v, (B, K);
+    lower: a constant lower bound of its impulse (None: free)."""
+
+    lin: Vec3 | None
+    ang_a: Vec3
+    ang_b: Vec3 | None
+    target: object = 0.0
+    lower: float | None = None
+
+
+def _same_broadcast(parts: list) -> list:
+    if len({p.type.broadcastable for p in parts}) > 1:
+        return list(pt.broadcast_arrays(*parts))
+    return parts
+
+
+def _jacobians(specs: list[RowSpec], ga: Gather, gb: Gather | None, mob: Mobility):
+    """(gather, J, M^-1 J^T, 1 / (J M^-1 J^T)) of R rows on the same pairs:
+    J and M^-1 J^T (B, 2K or K, R, 6) (b's half carrying the minus sign),
+    the inverse effective mass (B, K, R)."""
     k = len(ga.index)
-    lin = _ZERO3 if lin is None else tuple(lin)
-    jac = _stack((*lin, *ang_a), k)
+
+    def side(ang_of):
+        rows = [_stack((*(_ZERO3 if s.lin is None else tuple(s.lin)), *ang_of(s)), k)
+                for s in specs]
+        return pt.stack(_same_broadcast(rows), axis=2)                    # (Bp, K, R, 6)
+
+    jac = side(lambda s: s.ang_a)
     gather = ga
     if gb is not None:
-        jac_b = _stack((*lin, *ang_b), k)
-        if jac.type.broadcastable != jac_b.type.broadcastable:
-            jac, jac_b = pt.broadcast_arrays(jac, jac_b)
+        jac, jac_b = _same_broadcast([jac, side(lambda s: s.ang_b)])
         jac = pt.concatenate([jac, -jac_b], axis=1)
         gather = Gather(ga.index + gb.index, ga.n_bodies)
-    inv_m = gather.take(mob.inv_mass)[:, :, None]
-    ang = jac[:, :, 3:]
+    inv_m = gather.take(mob.inv_mass)[:, :, None, None]
+    ang = jac[..., 3:]
     if mob.isotropic:
-        dw = gather.take(mob.inv_inertia)[:, :, None] * ang
+        dw = gather.take(mob.inv_inertia)[:, :, None, None] * ang
     else:
-        dw = (gather.take(mob.inv_inertia) * ang[:, :, None, :]).sum(axis=-1)
-    dv = inv_m * jac[:, :, :3]
-    if dv.type.broadcastable != dw.type.broadcastable:
-        dv, dw = pt.broadcast_arrays(dv, dw)     # (1, ...) parameters, (B, ...) rotations
-    dirs = pt.concatenate([dv, dw], axis=-1)
-    row = RowBlock(kind, gather, gb is not None, jac, dirs, 0.0, 0.0, gamma, target)
-    inv_eff = row._halves((jac * dirs).sum(axis=-1))
+        inv_i = gather.take(mob.inv_inertia)[:, :, None]                  # (B, 2K, 1, 3, 3)
+        dw = (inv_i * ang[..., None, :]).sum(axis=-1)
+    dv = inv_m * jac[..., :3]
+    # (1, ...) parameters against (B, ...) rotations
+    dirs = pt.concatenate(_same_broadcast([dv, dw]), axis=-1)
+    inv_eff = _pair_sum((jac * dirs).sum(axis=-1), gather, gb is not None)
+    return gather, jac, dirs, inv_eff
+
+
+def _pair_sum(x, gather: Gather, two_sided: bool):
+    """For two-sided rows, a's K entries plus b's K entries along axis 1."""
+    if not two_sided:
+        return x
+    k = len(gather.index) // 2
+    return x[:, :k] + x[:, k:]
+
+
+def row_block(kind: RowKind, spec: RowSpec, ga: Gather, gb: Gather | None, mob: Mobility,
+              target, gamma=0.0) -> RowBlock:
+    """One row per pair (`spec`'s target and bound are not used: `target`
+    and the row kind's bounds apply; gamma: softness)."""
+    gather, jac, dirs, inv_eff = _jacobians([spec], ga, gb, mob)
+    inv_eff = inv_eff[:, :, 0]
     m_eff = safe_div(1.0, inv_eff)
     m_soft = m_eff if _is_zero(gamma) else safe_div(1.0, inv_eff + gamma)
-    return replace(row, m_eff=m_eff, m_soft=m_soft)
+    return RowBlock(kind, gather, gb is not None, jac[:, :, 0], dirs[:, :, 0], m_eff, m_soft,
+                    gamma, target)
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """R stiff rows on the same K body pairs (a joint block's point, angular
+    and limit rows), solved one after another within the block: the pairs'
+    velocities are gathered once, updated row by row, scattered once. Same
+    result as R separate blocks in a row, from one J and one M^-1 J^T
+    (B, 2K or K, R, 6) built together. Impulses (B, K, R)."""
+
+    gather: Gather
+    two_sided: bool
+    jac: object
+    dirs: object
+    m_eff: object                # (B, K, R)
+    target: object               # (B, K, R)
+    lower: tuple                 # per row: a constant lower bound or None
+
+    n_rows = 1                   # one (B, K, R) impulse carry
+
+    @property
+    def n_group(self) -> int:
+        return len(self.lower)
+
+
+def row_group(specs: list[RowSpec], ga: Gather, gb: Gather | None,
+              mob: Mobility) -> RowGroup:
+    gather, jac, dirs, inv_eff = _jacobians(specs, ga, gb, mob)
+    target = pt.stack(_same_broadcast([pt.as_tensor_variable(s.target) + pt.zeros_like(inv_eff[:, :, 0])
+                                       for s in specs]), axis=-1)
+    return RowGroup(gather, gb is not None, jac, dirs, safe_div(1.0, inv_eff), target,
+                    tuple(s.lower for s in specs))
 
 
 def _is_zero(x) -> bool:
@@ -149,21 +216,16 @@ def _is_zero(x) -> bool:
 
 def angular_row(kind: RowKind, axis: Vec3, ga, gb, mob: Mobility, target) -> RowBlock:
     """A stiff row on the relative angular velocity axis . (w_a - w_b)."""
-    return _row_block(kind, None, axis, axis, ga, gb, mob, 0.0, target)
-
-
-def linear_row(kind: RowKind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb,
-               mob: Mobility, target) -> RowBlock:
-    """A stiff row on the relative velocity of two points along `direction`
-    (lever arms ra, rb from the bodies' centres)."""
-    return _point_row(kind, direction, ra, rb, ga, gb, mob, 0.0, target)
+    return row_block(kind, RowSpec(None, axis, axis), ga, gb, mob, target)
 
 
 def _point_row(kind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb, mob, gamma,
                target) -> RowBlock:
+    """A row on the relative velocity of two points along `direction` (lever
+    arms ra, rb from the bodies' centres)."""
     ang_b = None if gb is None else cross(rb, direction)
-    return _row_block(kind, direction, cross(ra, direction), ang_b, ga, gb, mob, gamma,
-                      target)
+    return row_block(kind, RowSpec(direction, cross(ra, direction), ang_b), ga, gb, mob,
+                     target, gamma)
 
 
 @dataclass(frozen=True)
@@ -322,6 +384,25 @@ def _solve_bounded(item: BoundedRow, V, lam):
     return row.apply(V, new - lam), new
 
 
+def _solve_group(group: RowGroup, V, lam):
+    """Its R rows in turn on the gathered velocities; lam (B, K, R)."""
+    local = group.gather.take(V)                                          # (B, 2K, 6)
+    start, news = local, []
+    for r in range(group.n_group):
+        jv = _pair_sum((group.jac[:, :, r] * local).sum(axis=-1), group.gather,
+                       group.two_sided)
+        old = lam[:, :, r]
+        new = old + group.m_eff[:, :, r] * (group.target[:, :, r] - jv)
+        if group.lower[r] is not None:
+            new = pt.switch(new > group.lower[r], new, group.lower[r])
+        delta = new - old
+        if group.two_sided:
+            delta = pt.concatenate([delta, delta], axis=1)
+        local = local + group.dirs[:, :, r] * delta[:, :, None]
+        news.append(new)
+    return group.gather.add(V, local - start), pt.stack(news, axis=-1)
+
+
 def _sweep(blocks: list, V, acc: list, friction_model: FrictionModel):
     """One Gauss-Seidel pass over every block (`ContactRows` or
     `BoundedRow`, in order); returns (V, new acc)."""
@@ -329,6 +410,10 @@ def _sweep(blocks: list, V, acc: list, friction_model: FrictionModel):
     for i, rows in enumerate(blocks):
         if isinstance(rows, BoundedRow):
             V, new = _solve_bounded(rows, V, acc[i][0])
+            acc[i] = (new,)
+            continue
+        if isinstance(rows, RowGroup):
+            V, new = _solve_group(rows, V, acc[i][0])
             acc[i] = (new,)
             continue
         lam_n, lam_1, lam_2, *lam_roll = acc[i]
@@ -393,7 +478,8 @@ def solve(blocks: list, V, iterations: int, friction_model: FrictionModel):
     `adjoint.loop_with_adjoint`) over velocities in matrix form (B, N, 6),
     so the graph (and its compile time) does not grow with the iteration
     count. V: (B, N, 6) velocities before the solve; returns them after."""
-    zero = [pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
+    zero = [pt.zeros_like(rows.target) if isinstance(rows, RowGroup) else
+            pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
                           .velocity(V)) for rows in blocks]
     init = [V] + [z for z, rows in zip(zero, blocks) for _ in range(rows.n_rows)]
 

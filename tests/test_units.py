@@ -75,7 +75,7 @@ def test_isotropic_shortcut_equals_rotated_inverse_inertia():
     from symphys.algebra import Mat3, Vec3
     from symphys.contacts import Gather
     from symphys.model import BodyArrays
-    from symphys.solver import RowKind, angular_row, linear_row, mobility
+    from symphys.solver import RowKind, angular_row, _point_row, mobility
     rng = np.random.default_rng(2)
     q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
     rot = Mat3(*(np.full((1, 2), c) for c in q.ravel()))
@@ -92,7 +92,7 @@ def test_isotropic_shortcut_equals_rotated_inverse_inertia():
     assert fast.isotropic and not full.isotropic
     ga, gb = Gather((0,), 2), Gather((1,), 2)
     for make in (lambda m: angular_row(RowKind.JOINT, axis, ga, gb, m, 0.0),
-                 lambda m: linear_row(RowKind.JOINT, axis, lever, lever, ga, gb, m, 0.0)):
+                 lambda m: _point_row(RowKind.JOINT, axis, lever, lever, ga, gb, m, 0.0, 0.0)):
         a, b = make(fast), make(full)
         np.testing.assert_allclose(a.dirs.eval(), b.dirs.eval(), rtol=1e-12)
         np.testing.assert_allclose(a.m_eff.eval(), b.m_eff.eval(), rtol=1e-12)
