@@ -8,7 +8,7 @@ one for graphs seen before: after a compile it pickles the rewritten
 `FunctionGraph`; a later compile of the same graph links that directly.
 
 The key is a SHA-256 of the backend, the versions of symphys, PyTensor and
-NumPy, the input types, a print of the graph before rewriting (inner graphs
+NumPy, the rewrites left out (`backends.EXCLUDED_REWRITES`), the input types, a print of the graph before rewriting (inner graphs
 included) and the bytes of every constant in it, so a different loss,
 scene structure or step count gets a different entry.
 
@@ -65,13 +65,15 @@ def _constants(outputs) -> list:
     return found
 
 
-def graph_key(inputs, outputs, backend_name: str) -> str:
-    """A hex digest identifying the function `inputs -> outputs` on a backend."""
+def graph_key(inputs, outputs, backend_name: str, excluded: tuple[str, ...] = ()) -> str:
+    """A hex digest identifying the function `inputs -> outputs` on a
+    backend, rewritten without the `excluded` rewrites."""
     import symphys
 
     h = hashlib.sha256()
     for part in (f"format={FORMAT}", backend_name, symphys.__version__,
-                 pytensor.__version__, np.__version__, sys.version):
+                 pytensor.__version__, np.__version__, sys.version,
+                 "exclude=" + ",".join(sorted(excluded))):
         h.update(part.encode())
     for var in inputs:
         h.update(f"{var.name}:{var.type}".encode())

@@ -167,15 +167,14 @@ def _pair_sum(x, gather: Gather, two_sided: bool):
 
 
 def row_block(kind: RowKind, spec: RowSpec, ga: Gather, gb: Gather | None, mob: Mobility,
-              target, gamma=0.0) -> RowBlock:
-    """One row per pair (`spec`'s target and bound are not used: `target`
-    and the row kind's bounds apply; gamma: softness)."""
+              target) -> RowBlock:
+    """One stiff row per pair (`spec`'s target and bound are not used:
+    `target` and the row kind's bounds apply). `contact_rows` softens its
+    normal rows."""
     gather, jac, dirs, inv_eff = _jacobians([spec], ga, gb, mob)
-    inv_eff = inv_eff[:, :, 0]
-    m_eff = safe_div(1.0, inv_eff)
-    m_soft = m_eff if _is_zero(gamma) else safe_div(1.0, inv_eff + gamma)
-    return RowBlock(kind, gather, gb is not None, jac[:, :, 0], dirs[:, :, 0], m_eff, m_soft,
-                    gamma, target)
+    m_eff = safe_div(1.0, inv_eff[:, :, 0])
+    return RowBlock(kind, gather, gb is not None, jac[:, :, 0], dirs[:, :, 0], m_eff, m_eff,
+                    0.0, target)
 
 
 @dataclass(frozen=True)
@@ -219,13 +218,13 @@ def angular_row(kind: RowKind, axis: Vec3, ga, gb, mob: Mobility, target) -> Row
     return row_block(kind, RowSpec(None, axis, axis), ga, gb, mob, target)
 
 
-def _point_row(kind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb, mob, gamma,
+def _point_row(kind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb, mob,
                target) -> RowBlock:
     """A row on the relative velocity of two points along `direction` (lever
     arms ra, rb from the bodies' centres)."""
     ang_b = None if gb is None else cross(rb, direction)
     return row_block(kind, RowSpec(direction, cross(ra, direction), ang_b), ga, gb, mob,
-                     target, gamma)
+                     target)
 
 
 @dataclass(frozen=True)
@@ -281,7 +280,7 @@ def approach(block: ContactBlock, geom: ContactGeometry, mob: Mobility, V, dt: f
     """V: (B, N, 6) velocities after external forces."""
     ga = Gather(block.a, n_bodies)
     gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
-    normal = _point_row(RowKind.NORMAL, geom.normal, geom.ra, geom.rb, ga, gb, mob, 0.0, 0.0)
+    normal = _point_row(RowKind.NORMAL, geom.normal, geom.ra, geom.rb, ga, gb, mob, 0.0)
     vn0 = normal.velocity(V)
     reaches, tau = impact_fraction(geom.gap, vn0, dt)
     return Approach(block, ga, gb, geom, normal, vn0, reaches, tau)
@@ -333,7 +332,7 @@ def contact_rows(pre: Approach, body_tau, mob: Mobility, options: SolverOptions,
         t1, t2 = Vec3(one, zero, zero), Vec3(zero, one, zero)
     else:
         t1, t2 = tangent_basis(n)
-    rows = [_point_row(RowKind.FRICTION, t, geom.ra, geom.rb, ga, gb, mob, 0.0, 0.0)
+    rows = [_point_row(RowKind.FRICTION, t, geom.ra, geom.rb, ga, gb, mob, 0.0)
             for t in (t1, t2)]
     rolling = None
     if geom.rolling_friction is not None:

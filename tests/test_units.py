@@ -92,7 +92,7 @@ def test_isotropic_shortcut_equals_rotated_inverse_inertia():
     assert fast.isotropic and not full.isotropic
     ga, gb = Gather((0,), 2), Gather((1,), 2)
     for make in (lambda m: angular_row(RowKind.JOINT, axis, ga, gb, m, 0.0),
-                 lambda m: _point_row(RowKind.JOINT, axis, lever, lever, ga, gb, m, 0.0, 0.0)):
+                 lambda m: _point_row(RowKind.JOINT, axis, lever, lever, ga, gb, m, 0.0)):
         a, b = make(fast), make(full)
         np.testing.assert_allclose(a.dirs.eval(), b.dirs.eval(), rtol=1e-12)
         np.testing.assert_allclose(a.m_eff.eval(), b.m_eff.eval(), rtol=1e-12)

@@ -226,7 +226,7 @@ def plot(result: ExperimentResult, path: str) -> None:
     s = result.series
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.semilogy(range(1, len(s["gradient_loss"]) + 1), s["gradient_loss"],
-                label="gradient (Adam)")
+                label="gradient (Adam; spikes: steps the guard undid)")
     ax.semilogy(s["cmaes_evaluations"], s["cmaes_best_loss"], label="CMA-ES (best so far)")
     for goal, ls in zip(GOALS, (":", "--")):
         ax.axhline(goal, color="grey", ls=ls, label=f"{goal * 100:.0f} cm")
