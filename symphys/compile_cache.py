@@ -8,9 +8,10 @@ one for graphs seen before: after a compile it pickles the rewritten
 `FunctionGraph`; a later compile of the same graph links that directly.
 
 The key is a SHA-256 of the backend, the versions of symphys, PyTensor and
-NumPy, the rewrites left out (`backends.EXCLUDED_REWRITES`), the input types, a print of the graph before rewriting (inner graphs
-included) and the bytes of every constant in it, so a different loss,
-scene structure or step count gets a different entry.
+NumPy, the rewrites left out (`backends.EXCLUDED_REWRITES`), the input
+types, a print of the graph before rewriting (inner graphs included) and
+the bytes of every constant in it, so a different loss, scene structure or
+step count gets a different entry.
 
 Location: the `SYMPHYS_CACHE_DIR` environment variable, else
 `~/.cache/symphys/graphs`; set `SYMPHYS_CACHE_DIR` to an empty string to

@@ -306,8 +306,8 @@ def coordinate_axis(kind: JointType, pose: _Pose, axis: int = 0) -> Vec3:
 def _axis_row(kind: JointType, row_kind: RowKind, direction: Vec3, pose: _Pose,
               mob: Mobility, target) -> RowBlock:
     """A motor row on the joint coordinate's rate along `direction`."""
-    spec = _axis_spec(kind, direction, pose, 0.0)
-    return row_block(row_kind, spec, pose.ga, pose.gb, mob, target)
+    return row_block(row_kind, _axis_spec(kind, direction, pose, target), pose.ga, pose.gb,
+                     mob)
 
 
 def _rotation_error(pose: _Pose) -> Vec3:

@@ -166,15 +166,15 @@ def _pair_sum(x, gather: Gather, two_sided: bool):
     return x[:, :k] + x[:, k:]
 
 
-def row_block(kind: RowKind, spec: RowSpec, ga: Gather, gb: Gather | None, mob: Mobility,
-              target) -> RowBlock:
-    """One stiff row per pair (`spec`'s target and bound are not used:
-    `target` and the row kind's bounds apply). `contact_rows` softens its
-    normal rows."""
+def row_block(kind: RowKind, spec: RowSpec, ga: Gather, gb: Gather | None,
+              mob: Mobility) -> RowBlock:
+    """One stiff row per pair, aiming at `spec.target` (`spec.lower` is not
+    used: the row kind's bounds apply). `contact_rows` softens its normal
+    rows."""
     gather, jac, dirs, inv_eff = _jacobians([spec], ga, gb, mob)
     m_eff = safe_div(1.0, inv_eff[:, :, 0])
     return RowBlock(kind, gather, gb is not None, jac[:, :, 0], dirs[:, :, 0], m_eff, m_eff,
-                    0.0, target)
+                    0.0, spec.target)
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ def _is_zero(x) -> bool:
 
 def angular_row(kind: RowKind, axis: Vec3, ga, gb, mob: Mobility, target) -> RowBlock:
     """A stiff row on the relative angular velocity axis . (w_a - w_b)."""
-    return row_block(kind, RowSpec(None, axis, axis), ga, gb, mob, target)
+    return row_block(kind, RowSpec(None, axis, axis, target), ga, gb, mob)
 
 
 def _point_row(kind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb, mob,
@@ -223,8 +223,8 @@ def _point_row(kind, direction: Vec3, ra: Vec3, rb: Vec3 | None, ga, gb, mob,
     """A row on the relative velocity of two points along `direction` (lever
     arms ra, rb from the bodies' centres)."""
     ang_b = None if gb is None else cross(rb, direction)
-    return row_block(kind, RowSpec(direction, cross(ra, direction), ang_b), ga, gb, mob,
-                     target)
+    return row_block(kind, RowSpec(direction, cross(ra, direction), ang_b, target), ga, gb,
+                     mob)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def test_arm_fixed_quick(tmp_path):
     # Constant servo targets near the reaching pose beat the untrained
     # network (which starts near the rest pose, 0.93 m away).
     assert doc["metrics"]["constant_targets_floor_m"] < 0.5 * curve[0]
-    assert doc["gradient"]["rejected_steps"] >= 0
+    assert isinstance(doc["gradient"]["rejected_steps"], int)    # reported
 
 
 def test_arm_random_quick(tmp_path):
