@@ -9,7 +9,8 @@ Stable surface (see README.md):
 """
 
 from symphys import nn, optim
-from symphys.api import clear_cache, simulate, value_and_grad
+from symphys.api import simulate, value_and_grad
+from symphys.function_cache import clear_cache
 from symphys.backends import Backend, compile
 from symphys.errors import BackendError, ParameterError, SceneError, SymphysError
 from symphys.params import symbols

@@ -8,8 +8,6 @@ PyTensor, so a second process compiles warm.
 
 from __future__ import annotations
 
-import time
-import weakref
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -17,12 +15,10 @@ import pytensor
 import pytensor.tensor as pt
 
 from symphys.backends import Backend, Compiled, as_backend, compile
+from symphys.function_cache import LossKey, cached
 from symphys.params import check_names, parameter_shapes, resolve_values
-from symphys.rollout import Trajectory, quiet_graph_building, rollout_states, trajectory_from_components
+from symphys.rollout import Trajectory, rollout_states, trajectory_from_components
 from symphys.scene import Scene
-
-_CACHE: dict = {}
-COMPILE_SECONDS: dict = {}   # cache key -> seconds spent compiling it
 
 
 def _inputs(scene: Scene, batched: set[str], batch: int | None = None) -> dict:
@@ -44,21 +40,6 @@ def _static_batch(backend: Backend, batched, batch: int | None) -> int | None:
         raise BackendError("the jax backend compiles batched functions for one batch "
                            "size: pass batch=B")
     return int(batch)
-
-
-def _cached(key, build: Callable[[], Compiled]) -> Compiled:
-    if key not in _CACHE:
-        start = time.perf_counter()
-        with quiet_graph_building():
-            _CACHE[key] = build()
-        COMPILE_SECONDS[key] = time.perf_counter() - start
-    return _CACHE[key]
-
-
-def clear_cache() -> None:
-    """Forget compiled functions held in this process (disk caches stay)."""
-    _CACHE.clear()
-    COMPILE_SECONDS.clear()
 
 
 def _batched_names(scene: Scene, values: dict) -> set[str]:
@@ -118,7 +99,7 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
         extra = [] if action is None else [action]
         return compile([n_steps, *sym.values(), *extra], comps, backend)
 
-    return _cached(key, build)
+    return cached(key, build)
 
 
 def simulate(scene: Scene, steps: int, params: dict | None = None,
@@ -146,23 +127,6 @@ def _check_steps(steps) -> int:
     return int(steps)
 
 
-class _LossKey:
-    """Identity of a loss callable for the compile cache (held weakly)."""
-
-    def __init__(self, fn):
-        try:
-            self.ref = weakref.ref(fn)
-        except TypeError:
-            self.ref = lambda fn=fn: fn
-        self.id = id(fn)
-
-    def __hash__(self):
-        return self.id
-
-    def __eq__(self, other):
-        return isinstance(other, _LossKey) and self.ref() is other.ref() is not None
-
-
 def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[str],
                             batched: Iterable[str] = (), backend="numba",
                             batch: int | None = None,
@@ -172,7 +136,7 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
     backend = as_backend(backend)
     batched = frozenset(batched)
     size = _static_batch(backend, batched or action_batched, batch)
-    key = ("grad", scene.structure_key(), steps, _LossKey(loss), tuple(wrt), batched,
+    key = ("grad", scene.structure_key(), steps, LossKey(loss), tuple(wrt), batched,
            backend, size, action_batched)
 
     def build():
@@ -189,7 +153,7 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
         grads = pytensor.grad(value, [targets[name] for name in wrt])
         return compile(list(sym.values()) + extra, [value, *grads], backend)
 
-    return _cached(key, build)
+    return cached(key, build)
 
 
 def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[str] = (),
@@ -201,7 +165,7 @@ def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[s
     backend = as_backend(backend)
     batched = frozenset(batched)
     size = _static_batch(backend, batched, batch)
-    key = ("value", scene.structure_key(), steps, _LossKey(loss), batched, backend, size)
+    key = ("value", scene.structure_key(), steps, LossKey(loss), batched, backend, size)
 
     def build():
         sym = _inputs(scene, set(batched), size)
@@ -209,7 +173,7 @@ def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[s
         traj = trajectory_from_components(scene, comps, steps, bool(batched))
         return compile(list(sym.values()), pt.as_tensor_variable(loss(traj)), backend)
 
-    return _cached(key, build)
+    return cached(key, build)
 
 
 def parameter_values(scene: Scene, params: dict | None):

@@ -25,7 +25,7 @@ import pytensor
 import pytensor.tensor as pt
 
 from symphys.adjoint import LoopOptions
-from symphys.api import _cached, _LossKey
+from symphys.function_cache import LossKey, cached
 from symphys.backends import Backend, Compiled, as_backend, compile
 from symphys.errors import ParameterError
 from symphys.params import check_names
@@ -58,7 +58,7 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
     check_names(scene, wrt_params, "wrt_params")
     if population is not None and wrt_params:
         raise ParameterError("a population rollout is forward only: no wrt_params")
-    key = ("closed_loop", scene.structure_key(), steps, controller, _LossKey(loss),
+    key = ("closed_loop", scene.structure_key(), steps, controller, LossKey(loss),
            backend, worlds, population, tuple(wrt_params), options, gradient)
 
     def build():
@@ -78,7 +78,7 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
         grads = pytensor.grad(value, [*weights.values(), *params.values()])
         return compile(inputs, [value, *grads], backend)
 
-    return _cached(key, build)
+    return cached(key, build)
 
 
 def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, task=None, *,
@@ -103,7 +103,7 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
         outs = [pick(getattr(traj, field)[n]) for field in _FIELDS for n in scene.body_names]
         return compile([task_in, *inputs.values()], outs, backend)
 
-    fn = _cached(key, build)
+    fn = cached(key, build)
     task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)
     outs = fn(task, *(weights[n] for n in controller.parameter_shapes()))
     names = scene.body_names

@@ -99,7 +99,7 @@ def test_quadruped_rollout_gradient_is_finite():
     scene = load_scene("quadruped")
     steps = int(round(speed.SECONDS_QUICK / scene.dt))
     ctrl = speed.controllers()["linear"]
-    fn = speed.speed_function(scene, steps, ctrl, 1, "jax", gradient=True)
+    fn = speed.speed_function(scene, steps, ctrl, "jax", gradient=True)
     weights = ctrl.init(1)
     value, *grads = fn(np.zeros((1, 3)), *weights.values())
     assert np.isfinite(value)

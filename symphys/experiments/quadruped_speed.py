@@ -22,7 +22,7 @@ import pytensor
 import pytensor.tensor as pt
 
 from symphys import nn
-from symphys.api import _cached
+from symphys.function_cache import cached
 from symphys.backends import as_backend, compile
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.rollout import rollout
@@ -44,7 +44,7 @@ def controllers(n_obs: int = 81, n_act: int = 16) -> dict:
 
 
 def _world_offsets(batch: int) -> np.ndarray:
-    """(B, 3) offsets in y, 2 m apart (a batch of one is not offset)."""
+    """(B, 3) offsets in y, 2 m apart (world 0 at the origin)."""
     out = np.zeros((batch, 3))
     out[:, 1] = 2.0 * np.arange(batch)
     return out
@@ -58,24 +58,26 @@ def _offset_params(scene, offset):
     return params
 
 
-def speed_function(scene, steps: int, ctrl, batch: int, backend, gradient: bool):
-    """Compiled f(offset (B, 3), *weights) -> loss [, *d weights]; loss is
-    minus the spine's mean forward speed, averaged over worlds."""
+def speed_function(scene, steps: int, ctrl, backend, gradient: bool):
+    """Compiled f(offset (B, 3), *weights) -> loss [, *d weights] for any
+    batch size B; loss is minus the spine's mean forward speed, averaged
+    over worlds. (One PyTensor compile serves every B; JAX traces each new
+    B once, on its first call.)"""
     backend = as_backend(backend)
-    key = ("quadruped_speed", scene.structure_key(), steps, ctrl, batch, backend, gradient)
+    key = ("quadruped_speed", scene.structure_key(), steps, ctrl, backend, gradient)
 
     def build():
         weights = {n: pt.tensor(name=n, dtype="float64", shape=s)
                    for n, s in ctrl.parameter_shapes().items()}
-        offset = pt.tensor("offset", dtype="float64", shape=(batch, 3))
-        params = _offset_params(scene, offset) if batch > 1 else {}
-        traj = rollout(scene, steps, params=params, controller=ctrl, controller_params=weights)
+        offset = pt.tensor("offset", dtype="float64", shape=(None, 3))
+        traj = rollout(scene, steps, params=_offset_params(scene, offset), controller=ctrl,
+                       controller_params=weights)
         x = traj.position["spine"][..., 0]
         loss = -((x[..., -1] - x[..., 0]) / (steps * scene.dt)).mean()
         outs = [loss] + (pytensor.grad(loss, list(weights.values())) if gradient else [])
         return compile([offset, *weights.values()], outs, backend)
 
-    return _cached(key, build)
+    return cached(key, build)
 
 
 def _time(fn, args, repeats: int) -> tuple[float, float]:
@@ -112,7 +114,7 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
                "batch": batch}
         for mode, gradient in (("forward", False), ("gradient", True)):
             start = time.perf_counter()
-            fn = speed_function(scene, steps, ctrl, batch, be, gradient)
+            fn = speed_function(scene, steps, ctrl, be, gradient)
             build = time.perf_counter() - start
             first, median = _time(fn, args, repeats)
             row[f"{mode}_compile_s"] = build + first - median
