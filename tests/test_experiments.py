@@ -92,16 +92,31 @@ def test_quadruped_rollout_gradient_is_finite():
     """The full quadruped (13 bodies, 16 servos, feet and spine on the
     ground) driven by A2's linear controller for 1 s: the gradient of its
     forward speed with respect to every controller weight is finite, and
-    not all zero. (The quadruped-speed experiment's own quick run is not in
-    the suite: its four quadruped compiles take too long for CI.)"""
+    not all zero. (The same compiled function serves the quick
+    quadruped-speed run below.)"""
     from symphys.experiments import quadruped_speed as speed
     from symphys.scene_io import load_scene
     scene = load_scene("quadruped")
     steps = int(round(speed.SECONDS_QUICK / scene.dt))
     ctrl = speed.controllers()["linear"]
-    fn = speed.speed_function(scene, steps, ctrl, "jax", gradient=True)
+    fn = speed.speed_function(scene, steps, ctrl, "jax", gradient=True, batch=1)
     weights = ctrl.init(1)
     value, *grads = fn(np.zeros((1, 3)), *weights.values())
     assert np.isfinite(value)
     assert all(np.isfinite(g).all() for g in grads)
     assert max(np.abs(g).max() for g in grads) > 1e-6
+
+
+def test_quadruped_speed_quick(tmp_path):
+    """A2 at test size (1 s of simulation, JAX, one world, linear and deep
+    controllers): every case of the table is timed, and the forward and
+    gradient functions agree on the speed."""
+    doc, text = _run_quick("quadruped-speed", tmp_path)
+    cases = doc["cases"]
+    assert [(c["controller"], c["batch"]) for c in cases] == [("linear", 1), ("deep", 1)]
+    assert [c["parameters"] for c in cases] == [1296, 55_952]
+    for c in cases:
+        assert c["forward_s"] > 0 and c["gradient_s"] > 0
+        assert np.isfinite(c["gradient_over_forward"])
+        assert c["forward_speed_m_s"] == pytest.approx(c["gradient_speed_m_s"], abs=1e-12)
+    assert "grad/fwd" in text and "targets:" in text
