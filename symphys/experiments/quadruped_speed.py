@@ -122,7 +122,7 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
             row[f"{mode}_compile_s"] = build + first - median
             row[f"{mode}_s"] = median
             value = fn(*args)
-            row[f"{mode}_speed_m_s"] = -float(np.asarray(value[0] if gradient else value))
+            row[f"{mode}_speed_m_s"] = -float(np.asarray(value[0]))   # outputs: [loss, ...]
         row["gradient_over_forward"] = row["gradient_s"] / row["forward_s"]
         rows.append(row)
     for row in rows:
