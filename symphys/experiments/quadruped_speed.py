@@ -180,6 +180,13 @@ def plot(result: ExperimentResult, path: str) -> None:
                               label=f"{be} {name}: gradient")
             ax.loglog(b, [r["forward_s"] for r in sel], marker=marker, ls=":",
                       color=line.get_color(), label=f"{be} {name}: forward")
+    p = result.paper
+    if abs(result.extra["seconds_simulated"] - SECONDS) < 1e-9:
+        # The paper's single-robot gradients are of 10 s of simulation too.
+        ax.loglog([1], [p["single_robot_gradient_cpu_s"]], "k*", ms=11,
+                  label="paper: one robot's gradient, CPU (Theano)")
+        ax.loglog([1], [p["single_robot_gradient_gpu_s"]], "k^", ms=8,
+                  label="paper: one robot's gradient, GTX 1080")
     ax.set_xlabel("batch (robots simulated side by side)")
     ax.set_ylabel(f"seconds per {result.extra['seconds_simulated']:.1f} s of simulation")
     ax.set_title("A2 quadruped: forward and gradient cost")
