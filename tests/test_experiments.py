@@ -118,5 +118,8 @@ def test_quadruped_speed_quick(tmp_path):
     for c in cases:
         assert c["forward_s"] > 0 and c["gradient_s"] > 0
         assert np.isfinite(c["gradient_over_forward"])
-        assert c["forward_speed_m_s"] == pytest.approx(c["gradient_speed_m_s"], abs=1e-12)
+        # Two compiled graphs of the same physics (bit-identical here over
+        # 1,000 steps; a little room for another CPU's rounding).
+        assert c["forward_speed_m_s"] == pytest.approx(c["gradient_speed_m_s"],
+                                                       rel=1e-6, abs=1e-12)
     assert "grad/fwd" in text and "targets:" in text
