@@ -23,7 +23,8 @@ import pytensor.tensor as pt
 
 from symphys import nn
 from symphys.function_cache import cached
-from symphys.backends import Backend, as_backend, compile
+from symphys.api import _static_batch
+from symphys.backends import as_backend, compile
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.rollout import rollout
 from symphys.scene_io import load_scene
@@ -65,7 +66,7 @@ def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int)
     the differentiated sweep loop allocates (sweeps + 1, B, K) buffers,
     which JAX cannot trace with a symbolic B."""
     backend = as_backend(backend)
-    size = batch if backend is Backend.JAX else None
+    size = _static_batch(backend, True, batch)
     key = ("quadruped_speed", scene.structure_key(), steps, ctrl, backend, gradient, size)
 
     def build():
@@ -82,17 +83,17 @@ def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int)
     return cached(key, build)
 
 
-def _time(fn, args, repeats: int) -> tuple[float, float]:
-    """(first call s, median of `repeats` later calls s)."""
+def _time(fn, args, repeats: int) -> tuple[float, float, list]:
+    """(first call s, median of `repeats` later calls s, last outputs)."""
     start = time.perf_counter()
-    fn(*args)
+    out = fn(*args)
     first = time.perf_counter() - start
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        fn(*args)
+        out = fn(*args)
         times.append(time.perf_counter() - start)
-    return first, float(np.median(times))
+    return first, float(np.median(times)), out
 
 
 def run(quick: bool = False, seed: int = 0, backend: str | None = None,
@@ -118,10 +119,9 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
             start = time.perf_counter()
             fn = speed_function(scene, steps, ctrl, be, gradient, batch)
             build = time.perf_counter() - start
-            first, median = _time(fn, args, repeats)
+            first, median, value = _time(fn, args, repeats)
             row[f"{mode}_compile_s"] = build + first - median
             row[f"{mode}_s"] = median
-            value = fn(*args)
             row[f"{mode}_speed_m_s"] = -float(np.asarray(value[0]))   # outputs: [loss, ...]
         row["gradient_over_forward"] = row["gradient_s"] / row["forward_s"]
         rows.append(row)
