@@ -14,7 +14,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
-from symphys.backends import Backend, Compiled, as_backend, compile
+from symphys.backends import Backend, Compiled, as_backend, compile, static_batch
 from symphys.function_cache import LossKey, cached
 from symphys.params import check_names, parameter_shapes, resolve_values
 from symphys.rollout import Trajectory, rollout_states, trajectory_from_components
@@ -28,18 +28,6 @@ def _inputs(scene: Scene, batched: set[str], batch: int | None = None) -> dict:
     return {name: pt.tensor(name=name, dtype="float64",
                             shape=((batch,) if name in batched else ()) + shape)
             for name, shape in shapes.items()}
-
-
-def _static_batch(backend: Backend, batched, batch: int | None) -> int | None:
-    """JAX traces shapes, so its batched functions are specialised to one
-    batch size; Numba and CVM functions serve any batch size."""
-    if backend is not Backend.JAX or not batched:
-        return None
-    if batch is None:
-        from symphys.errors import BackendError
-        raise BackendError("the jax backend compiles batched functions for one batch "
-                           "size: pass batch=B")
-    return int(batch)
 
 
 def _batched_names(scene: Scene, values: dict) -> set[str]:
@@ -88,7 +76,7 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
     backend = as_backend(backend)
     batched = frozenset(batched)
     fixed = steps if backend is Backend.JAX else None
-    size = _static_batch(backend, batched or action_batched, batch)
+    size = static_batch(backend, batched or action_batched, batch)
     key = ("simulate", scene.structure_key(), batched, backend, fixed, size, action_batched)
 
     def build():
@@ -135,7 +123,7 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
     order]; `wrt` may name "action" (the motor commands) too."""
     backend = as_backend(backend)
     batched = frozenset(batched)
-    size = _static_batch(backend, batched or action_batched, batch)
+    size = static_batch(backend, batched or action_batched, batch)
     key = ("grad", scene.structure_key(), steps, LossKey(loss), tuple(wrt), batched,
            backend, size, action_batched)
 
@@ -164,7 +152,7 @@ def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[s
     return one value per world."""
     backend = as_backend(backend)
     batched = frozenset(batched)
-    size = _static_batch(backend, batched, batch)
+    size = static_batch(backend, batched, batch)
     key = ("value", scene.structure_key(), steps, LossKey(loss), batched, backend, size)
 
     def build():

@@ -95,6 +95,18 @@ def _base_mode(backend: "str | Backend") -> Mode:
     return Mode(linker="cvm", optimizer="fast_run")
 
 
+def static_batch(backend: "str | Backend", batched: bool, batch: int | None) -> int | None:
+    """The batch size to compile a batched function for: JAX traces shapes,
+    so its batched functions are specialised to one size (`batch`, which
+    must then be given); Numba and CVM functions serve any size (None)."""
+    if as_backend(backend) is not Backend.JAX or not batched:
+        return None
+    if batch is None:
+        raise BackendError("the jax backend compiles batched functions for one batch "
+                           "size: pass batch=B")
+    return int(batch)
+
+
 class Compiled:
     """A compiled PyTensor function whose outputs are always NumPy arrays."""
 

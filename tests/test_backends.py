@@ -55,3 +55,14 @@ def test_batched_worlds_match_single_runs(scene):
                                                  "ground.friction": 0.1}, backend="numba")
         np.testing.assert_allclose(batched.position["ball"][i], single.position["ball"],
                                    rtol=0, atol=1e-12)
+
+
+def test_static_batch_fixes_jax_batches_only():
+    from symphys.backends import static_batch
+    from symphys.errors import BackendError
+    assert static_batch("numba", True, None) is None
+    assert static_batch("cvm", True, 8) is None
+    assert static_batch("jax", False, None) is None
+    assert static_batch("jax", True, 8) == 8
+    with pytest.raises(BackendError, match="pass batch=B"):
+        static_batch("jax", True, None)

@@ -23,8 +23,7 @@ import pytensor.tensor as pt
 
 from symphys import nn
 from symphys.function_cache import cached
-from symphys.api import _static_batch
-from symphys.backends import as_backend, compile
+from symphys.backends import as_backend, compile, static_batch
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.rollout import rollout
 from symphys.scene_io import load_scene
@@ -66,7 +65,7 @@ def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int)
     the differentiated sweep loop allocates (sweeps + 1, B, K) buffers,
     which JAX cannot trace with a symbolic B."""
     backend = as_backend(backend)
-    size = _static_batch(backend, True, batch)
+    size = static_batch(backend, True, batch)
     key = ("quadruped_speed", scene.structure_key(), steps, ctrl, backend, gradient, size)
 
     def build():
