@@ -49,7 +49,8 @@ def as_backend(backend: "str | Backend") -> Backend:
 # leaving them out cut PyTensor's compile from 60.7 s to 45.8 s, with the
 # same result and run time (0.093 s, 0.082 s); the arm's gradient 108.5 s
 # to 104.7 s.
-# With it and `local_slice_read_of_write` back in, a quadruped step's VJP
+# With `local_advanced_read_of_write_constant_indices` and
+# `local_slice_read_of_write` back in, a quadruped step's VJP
 # (JAX) ran no faster (interleaved: median 10.6 ms against 10.1 ms; same
 # values) and compiled in 235 s against about 190 s (other jobs running).
 # `extract_diag_lift_pass` (no diagonals here) walks every node with the
