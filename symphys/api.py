@@ -76,7 +76,7 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
     backend = as_backend(backend)
     batched = frozenset(batched)
     fixed = steps if backend is Backend.JAX else None
-    size = static_batch(backend, batched or action_batched, batch)
+    size = static_batch(backend, bool(batched) or action_batched, batch)
     key = ("simulate", scene.structure_key(), batched, backend, fixed, size, action_batched)
 
     def build():
@@ -123,7 +123,7 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
     order]; `wrt` may name "action" (the motor commands) too."""
     backend = as_backend(backend)
     batched = frozenset(batched)
-    size = static_batch(backend, batched or action_batched, batch)
+    size = static_batch(backend, bool(batched) or action_batched, batch)
     key = ("grad", scene.structure_key(), steps, LossKey(loss), tuple(wrt), batched,
            backend, size, action_batched)
 
@@ -152,7 +152,7 @@ def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[s
     return one value per world."""
     backend = as_backend(backend)
     batched = frozenset(batched)
-    size = static_batch(backend, batched, batch)
+    size = static_batch(backend, bool(batched), batch)
     key = ("value", scene.structure_key(), steps, LossKey(loss), batched, backend, size)
 
     def build():

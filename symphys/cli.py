@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -75,6 +76,11 @@ def _cmd_experiment(args) -> int:
     module = experiments.get(args.name)
     # Without --backend each experiment runs on its own default.
     chosen = {} if args.backend is None else {"backend": args.backend}
+    if args.checkpoint:
+        if "checkpoint" not in inspect.signature(module.run).parameters:
+            raise SystemExit(f"symphys experiment {args.name}: --checkpoint is not supported "
+                             f"by this experiment")
+        chosen["checkpoint"] = args.checkpoint
     result = module.run(quick=args.quick, seed=args.seed, show_progress=not args.no_progress,
                         **chosen)
     print(module.report(result))
@@ -116,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="default results/NAME.json")
     p.add_argument("--plot", help="default results/NAME.png")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--checkpoint", help="save the run here after every evaluation and resume "
+                   "from it when it exists (quadruped-gait)")
     p.set_defaults(func=_cmd_experiment)
 
     p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")

@@ -86,6 +86,29 @@ def test_quadruped_gait_quick(tmp_path):
     assert len(speeds) == 6 and max(speeds[1:]) > speeds[0] + 0.01
     gait = doc["series"]["gait"]
     assert len(gait) == 13 and np.isfinite(gait["spine"]["position"]).all()
+    # A run stopped after 3 evaluations and resumed from its checkpoint
+    # follows the uninterrupted run's speed curve (same compiled function).
+    from symphys.experiments import quadruped_gait
+    ckpt = tmp_path / "gait.pkl"
+    quadruped_gait.run(quick=True, show_progress=False, seconds=0.5, evaluations=3,
+                       checkpoint=str(ckpt))
+    resumed = quadruped_gait.run(quick=True, show_progress=False, seconds=0.5,
+                                 evaluations=6, checkpoint=str(ckpt))
+    np.testing.assert_allclose(resumed.series["speed_m_s"], speeds, rtol=0, atol=1e-12)
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    """A checkpoint written with other settings names the file and the field."""
+    from symphys.experiments.common import CheckpointError, load_checkpoint, save_checkpoint
+    path = tmp_path / "run.pkl"
+    assert load_checkpoint(path, {"steps": 100}) is None
+    save_checkpoint(path, {"steps": 100, "seed": 0}, {"speeds": [0.1, 0.2]})
+    assert load_checkpoint(path, {"steps": 100, "seed": 0}) == {"speeds": [0.1, 0.2]}
+    with pytest.raises(CheckpointError, match=r"run\.pkl: field 'steps' is 100 .* 200"):
+        load_checkpoint(path, {"steps": 200, "seed": 0})
+    path.write_bytes(b"not a pickle")
+    with pytest.raises(CheckpointError, match="not a readable symphys checkpoint"):
+        load_checkpoint(path, {"steps": 100})
 
 
 def test_quadruped_rollout_gradient_is_finite():
@@ -111,7 +134,8 @@ def test_quadruped_speed_quick(tmp_path):
     """A2 at test size (1 s of simulation, JAX, one world, linear and deep
     controllers): every case of the table is timed, and the forward and
     gradient functions agree on the speed."""
-    doc, text = _run_quick("quadruped-speed", tmp_path)
+    ckpt = tmp_path / "a2.pkl"
+    doc, text = _run_quick("quadruped-speed", tmp_path, checkpoint=str(ckpt))
     cases = doc["cases"]
     assert [(c["controller"], c["batch"]) for c in cases] == [("linear", 1), ("deep", 1)]
     assert [c["parameters"] for c in cases] == [1296, 55_952]
@@ -123,3 +147,7 @@ def test_quadruped_speed_quick(tmp_path):
         assert c["forward_speed_m_s"] == pytest.approx(c["gradient_speed_m_s"],
                                                        rel=1e-6, abs=1e-12)
     assert "grad/fwd" in text and "targets:" in text
+    # Run again on its checkpoint: the saved rows come back, none re-timed.
+    from symphys.experiments import quadruped_speed
+    again = quadruped_speed.run(quick=True, show_progress=False, checkpoint=str(ckpt))
+    assert [c["gradient_s"] for c in again.extra["cases"]] == [c["gradient_s"] for c in cases]

@@ -4,10 +4,16 @@ progress bars."""
 from __future__ import annotations
 
 import json
+import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from symphys.errors import SymphysError
+
+CHECKPOINT_FORMAT = "symphys-checkpoint/1"
 
 
 @dataclass(frozen=True)
@@ -83,3 +89,42 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+class CheckpointError(SymphysError, ValueError):
+    """A checkpoint file that belongs to a different run or cannot be read."""
+
+
+def save_checkpoint(path: str | Path, config: dict, state: dict) -> None:
+    """Write a training run's `state` (weights, optimiser, curves) with the
+    `config` that must match to resume it. The file is replaced atomically,
+    so a run killed mid-write keeps its previous checkpoint."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump({"format": CHECKPOINT_FORMAT, "config": config, "state": state}, f)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | Path, config: dict) -> dict | None:
+    """The state saved at `path`, or None when there is no file yet.
+
+    Raises CheckpointError naming the file and the first differing field
+    when the checkpoint was written by a run with another configuration."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            doc = pickle.load(f)
+    except Exception as exc:                        # truncated or foreign file
+        raise CheckpointError(f"{path}: not a readable symphys checkpoint ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: not a {CHECKPOINT_FORMAT} file")
+    for key in sorted(set(config) | set(doc["config"])):
+        if doc["config"].get(key) != config.get(key):
+            raise CheckpointError(
+                f"{path}: field '{key}' is {doc['config'].get(key)!r} in the checkpoint but "
+                f"{config.get(key)!r} in this run; delete the file or rerun with the same options")
+    return doc["state"]

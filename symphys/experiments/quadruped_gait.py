@@ -19,8 +19,8 @@ import numpy as np
 
 from symphys import nn
 from symphys.closed_loop import closed_loop_function, closed_loop_trajectory
-from symphys.experiments.common import (ExperimentResult, first_reaching, progress, pyplot,
-                                        table, verdict)
+from symphys.experiments.common import (ExperimentResult, first_reaching, load_checkpoint,
+                                        progress, pyplot, save_checkpoint, table, verdict)
 from symphys.optim import Adam
 from symphys.scene_io import load_scene
 
@@ -46,40 +46,53 @@ def make_loss(duration: float):
     return loss
 
 
-def _train(scene, ctrl, steps, evaluations, backend, seed, show):
+def _train(scene, ctrl, steps, evaluations, backend, seed, show, checkpoint):
     duration = steps * scene.dt
     start = time.perf_counter()
     fn = closed_loop_function(scene, steps, ctrl, make_loss(duration), backend=backend)
-    weights = ctrl.init(seed)
     task = np.zeros((1, 0))
-    fn(task, *weights.values())
+    config = {"experiment": NAME, "steps": steps, "seed": seed, "backend": backend,
+              "learning_rate": LEARNING_RATE, "parameters": ctrl.n_parameters}
+    state = load_checkpoint(checkpoint, config) if checkpoint else None
+    if state is None:
+        weights = ctrl.init(seed)
+        state = {"weights": weights, "optimiser": Adam(learning_rate=LEARNING_RATE, clip_norm=1.0),
+                 "speeds": [], "best": -np.inf, "best_weights": weights, "wall_seconds": 0.0}
+    fn(task, *state["weights"].values())
     compile_s = time.perf_counter() - start
-    opt = Adam(learning_rate=LEARNING_RATE, clip_norm=1.0)
-    speeds, best, best_weights = [], -np.inf, weights
-    start = time.perf_counter()
-    bar = progress(range(evaluations), "gradient", show)
+    weights, opt, speeds = state["weights"], state["optimiser"], state["speeds"]
+    bar = progress(range(len(speeds), evaluations), "gradient", show, total=evaluations)
+    bar.update(len(speeds))
     for _ in bar:
+        start = time.perf_counter()
         value, *grads = fn(task, *weights.values())
         speed = -float(value)
         speeds.append(speed)
-        if speed > best:
-            best, best_weights = speed, weights
+        if speed > state["best"]:
+            state["best"], state["best_weights"] = speed, weights
         bar.set_postfix(speed=f"{speed:.3f} m/s")
         weights = opt.step(weights, dict(zip(weights, grads)))
+        state["weights"] = weights
+        state["wall_seconds"] += time.perf_counter() - start
+        if checkpoint:
+            save_checkpoint(checkpoint, config, state)
     bar.close()
-    return speeds, best_weights, time.perf_counter() - start, compile_s
+    return speeds, state["best_weights"], state["wall_seconds"], compile_s
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         show_progress: bool = True, seconds: float | None = None,
-        evaluations: int | None = None) -> ExperimentResult:
+        evaluations: int | None = None, checkpoint: str | None = None) -> ExperimentResult:
+    """checkpoint: a file to save the run to after every evaluation and to
+    resume from when it exists (same seconds, seed and backend), so the full
+    run (about two hours here) can be spread over several sittings."""
     scene = load_scene("hopper")
     ctrl = controller()
     seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
     evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
     steps = int(round(seconds / scene.dt))
     speeds, best_weights, wall, compile_s = _train(scene, ctrl, steps, evaluations, backend,
-                                                   seed, show_progress)
+                                                   seed, show_progress, checkpoint)
     traj = closed_loop_trajectory(scene, steps, ctrl, best_weights, backend=backend)
     reached = first_reaching(speeds, lambda v: v >= GOAL)
     metrics = {

@@ -24,7 +24,8 @@ import pytensor.tensor as pt
 from symphys import nn
 from symphys.function_cache import cached
 from symphys.backends import as_backend, compile, static_batch
-from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
+from symphys.experiments.common import (ExperimentResult, load_checkpoint, progress, pyplot,
+                                        save_checkpoint, table, verdict)
 from symphys.rollout import rollout
 from symphys.scene_io import load_scene
 
@@ -97,7 +98,12 @@ def _time(fn, args, repeats: int) -> tuple[float, float, list]:
 
 def run(quick: bool = False, seed: int = 0, backend: str | None = None,
         show_progress: bool = True, seconds: float | None = None,
-        batches: tuple[int, ...] | None = None) -> ExperimentResult:
+        batches: tuple[int, ...] | None = None,
+        checkpoint: str | None = None) -> ExperimentResult:
+    """checkpoint: a file the measured rows are saved to after each case
+    and read back from when it exists (same seconds, seed and repeats), so
+    the full table, many compiles long, can be measured over several
+    sittings; cases already in it are not measured again."""
     scene = load_scene("quadruped")
     seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
     steps = int(round(seconds / scene.dt))
@@ -105,9 +111,12 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
     backends = (backend,) if backend else (BACKENDS_QUICK if quick else BACKENDS)
     repeats = REPEATS_QUICK if quick else REPEATS
     ctrls = controllers(scene.n_observations, len(scene.motors))
-    rows = []
+    config = {"experiment": NAME, "steps": steps, "seed": seed, "repeats": repeats}
+    saved = (load_checkpoint(checkpoint, config) if checkpoint else None) or {"rows": []}
     cases = [(b, n, batch) for b in backends for n in ctrls for batch in batches]
-    bar = progress(cases, "cases", show_progress)
+    done = {(r["backend"], r["controller"], r["batch"]): r for r in saved["rows"]}
+    rows = [done[case] for case in cases if case in done]
+    bar = progress([case for case in cases if case not in done], "cases", show_progress)
     for be, name, batch in bar:
         ctrl = ctrls[name]
         weights = list(ctrl.init(seed).values())
@@ -124,6 +133,10 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
             row[f"{mode}_speed_m_s"] = -float(np.asarray(value[0]))   # outputs: [loss, ...]
         row["gradient_over_forward"] = row["gradient_s"] / row["forward_s"]
         rows.append(row)
+        if checkpoint:
+            saved["rows"].append(row)
+            save_checkpoint(checkpoint, config, saved)
+    rows.sort(key=lambda r: cases.index((r["backend"], r["controller"], r["batch"])))
     for row in rows:
         twin = next(r for r in rows if r["backend"] == row["backend"]
                     and r["batch"] == row["batch"] and r["controller"] == "linear")
