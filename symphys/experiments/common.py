@@ -64,12 +64,14 @@ def table(head: list[str], rows: list[list]) -> str:
     return "\n".join([line(cells[0]), rule] + [line(r) for r in cells[1:]])
 
 
-def progress(iterable, desc: str, show: bool = True, total: int | None = None):
-    """A tqdm progress bar (silent when show is False)."""
+def progress(iterable, desc: str, show: bool = True, total: int | None = None,
+             initial: int = 0):
+    """A tqdm progress bar (silent when show is False); `initial` items were
+    done before (a resumed run: `iterable` holds the rest, `total` all)."""
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, desc=desc, total=total, disable=not show, leave=False,
-                dynamic_ncols=True)
+    return tqdm(iterable, desc=desc, total=total, initial=initial, disable=not show,
+                leave=False, dynamic_ncols=True)
 
 
 def verdict(met: bool) -> str:

@@ -62,11 +62,14 @@ def _train(scene, ctrl, steps, evaluations, backend, seed, show, checkpoint, dec
         weights = ctrl.init(seed)
         state = {"weights": weights, "optimiser": Adam(learning_rate=LEARNING_RATE, clip_norm=1.0),
                  "speeds": [], "best": -np.inf, "best_weights": weights, "wall_seconds": 0.0}
+    # Gradient norms before clipping (NaN for evaluations of a checkpoint
+    # written before they were recorded).
+    state.setdefault("gradient_norms", [float("nan")] * len(state["speeds"]))
     fn(task, *state["weights"].values())
     compile_s = time.perf_counter() - start
     weights, opt, speeds = state["weights"], state["optimiser"], state["speeds"]
-    bar = progress(range(len(speeds), evaluations), "gradient", show, total=evaluations)
-    bar.update(len(speeds))
+    bar = progress(range(len(speeds), evaluations), "gradient", show, total=evaluations,
+                   initial=len(speeds))
     for _ in bar:
         start = time.perf_counter()
         value, *grads = fn(task, *weights.values())
@@ -76,12 +79,14 @@ def _train(scene, ctrl, steps, evaluations, backend, seed, show, checkpoint, dec
             state["best"], state["best_weights"] = speed, weights
         bar.set_postfix(speed=f"{speed:.3f} m/s")
         weights = opt.step(weights, dict(zip(weights, grads)))
+        state["gradient_norms"].append(opt.last_norm)
         state["weights"] = weights
         state["wall_seconds"] += time.perf_counter() - start
         if checkpoint:
             save_checkpoint(checkpoint, config, state)
     bar.close()
-    return speeds, state["best_weights"], state["wall_seconds"], compile_s
+    return (speeds, state["gradient_norms"], state["best_weights"], state["wall_seconds"],
+            compile_s)
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "jax",
@@ -98,9 +103,8 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
     seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
     evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
     steps = int(round(seconds / scene.dt))
-    speeds, best_weights, wall, compile_s = _train(scene, ctrl, steps, evaluations, backend,
-                                                   seed, show_progress, checkpoint,
-                                                   gradient_decay)
+    speeds, norms, best_weights, wall, compile_s = _train(
+        scene, ctrl, steps, evaluations, backend, seed, show_progress, checkpoint, gradient_decay)
     traj = closed_loop_trajectory(scene, steps, ctrl, best_weights, backend=backend)
     reached = first_reaching(speeds, lambda v: v >= GOAL)
     metrics = {
@@ -110,6 +114,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         "evaluations_to_goal": reached,
         "goal_met": reached is not None and reached <= PAPER["evaluations"],
         "speed_rose": max(speeds[1:], default=speeds[0]) > speeds[0],
+        "max_gradient_norm": _nanmax(norms),
     }
     spine = traj.position["spine"]
     stride = _stride(steps)
@@ -121,11 +126,16 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
                "best_gait": {"spine_x_end": float(spine[-1, 0] - spine[0, 0]),
                              "spine_z_min": float(spine[:, 2].min()),
                              "spine_z_max": float(spine[:, 2].max())}},
-        series={"speed_m_s": speeds,
+        series={"speed_m_s": speeds, "gradient_norm": norms,
                 "gait": {name: {"position": traj.position[name][::stride],
                                 "rotation": traj.rotation[name][::stride]}
                          for name in scene.body_names},
                 "gait_time": traj.time[::stride]})
+
+
+def _nanmax(values) -> float | None:
+    finite = [v for v in values if np.isfinite(v)]
+    return max(finite) if finite else None
 
 
 def _stride(steps: int) -> int:
@@ -146,7 +156,9 @@ def report(result: ExperimentResult) -> str:
             f"evals to {GOAL} m/s", "sim s", "wall s", "compile s"]
     return (table(head, rows) + f"\ncontroller: {m['parameters']} parameters (open loop)"
             + f"\ntarget: >= {GOAL} m/s within {p['evaluations']} evaluations: "
-            + verdict(m["goal_met"]))
+            + verdict(m["goal_met"])
+            + (f"\nlargest gradient norm (before clipping to 1): {m['max_gradient_norm']:.3g}"
+               if m.get("max_gradient_norm") is not None else ""))
 
 
 def _box_outline(position, rotation, size):
@@ -167,7 +179,12 @@ def plot(result: ExperimentResult, path: str) -> None:
     ax_speed.axhline(GOAL, ls="--", color="k", lw=0.8, label=f"paper: {GOAL} m/s")
     ax_speed.set_xlabel("evaluation")
     ax_speed.set_ylabel("mean forward speed (m/s)")
-    ax_speed.legend()
+    ax_speed.legend(loc="upper left")
+    norms = np.asarray(s.get("gradient_norm", []), dtype=float)
+    if np.isfinite(norms).any():
+        ax_norm = ax_speed.twinx()
+        ax_norm.semilogy(range(1, len(norms) + 1), norms, color="0.6", lw=0.8)
+        ax_norm.set_ylabel("gradient norm before clipping (grey)")
     gait = s["gait"]
     frames = len(s["gait_time"])
     shown = np.linspace(0, frames - 1, min(8, frames)).astype(int)
