@@ -15,6 +15,7 @@ Theano) are printed beside ours for reference.
 
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -59,12 +60,16 @@ def _offset_params(scene, offset):
     return params
 
 
-def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int):
+def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int,
+                   keep: bool = True):
     """Compiled f(offset (B, 3), *weights) -> loss [, *d weights]; loss is
     minus the spine's mean forward speed, averaged over worlds. Numba and
     CVM functions serve any batch size B; JAX needs it fixed (`batch`):
     the differentiated sweep loop allocates (sweeps + 1, B, K) buffers,
-    which JAX cannot trace with a symbolic B."""
+    which JAX cannot trace with a symbolic B. keep=False: build it without
+    keeping it in the process's function cache (the full table's 16
+    functions held at once ran this 24 GB machine out of memory at batch
+    128)."""
     backend = as_backend(backend)
     size = static_batch(backend, True, batch)
     key = ("quadruped_speed", scene.structure_key(), steps, ctrl, backend, gradient, size)
@@ -80,7 +85,7 @@ def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int)
         outs = [loss] + (pytensor.grad(loss, list(weights.values())) if gradient else [])
         return compile([offset, *weights.values()], outs, backend)
 
-    return cached(key, build)
+    return cached(key, build) if keep else build()
 
 
 def _time(fn, args, repeats: int) -> tuple[float, float, list]:
@@ -125,9 +130,11 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
                "batch": batch}
         for mode, gradient in (("forward", False), ("gradient", True)):
             start = time.perf_counter()
-            fn = speed_function(scene, steps, ctrl, be, gradient, batch)
+            fn = speed_function(scene, steps, ctrl, be, gradient, batch, keep=quick)
             build = time.perf_counter() - start
             first, median, value = _time(fn, args, repeats)
+            del fn
+            gc.collect()
             row[f"{mode}_compile_s"] = build + first - median
             row[f"{mode}_s"] = median
             row[f"{mode}_speed_m_s"] = -float(np.asarray(value[0]))   # outputs: [loss, ...]
