@@ -27,7 +27,7 @@ from symphys.function_cache import cached
 from symphys.backends import as_backend, compile, static_batch
 from symphys.experiments.common import (ExperimentResult, load_checkpoint, progress, pyplot,
                                         save_checkpoint, table, verdict)
-from symphys.rollout import rollout
+from symphys.rollout import quiet_graph_building, rollout
 from symphys.scene_io import load_scene
 
 NAME = "quadruped-speed"
@@ -85,7 +85,10 @@ def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int,
         outs = [loss] + (pytensor.grad(loss, list(weights.values())) if gradient else [])
         return compile([offset, *weights.values()], outs, backend)
 
-    return cached(key, build) if keep else build()
+    if keep:
+        return cached(key, build)
+    with quiet_graph_building():
+        return build()
 
 
 def _time(fn, args, repeats: int) -> tuple[float, float, list]:
