@@ -177,9 +177,10 @@ class StepGuard:
     Closed-loop losses can jump at a stability boundary: one step from a
     good controller makes the robot run away (on the A3 arm, a line search
     across one Adam step found the loss flat at 0.12 m up to 12.5% of the
-    step and 1.18 m from 15% on: a cliff the gradient cannot see). `step` is called
-    with each evaluated loss: when it exceeds `tolerance` x the best so far,
-    the guard returns the best parameters, multiplies the optimiser's rate
+    step and 1.18 m from 15% on: a cliff the gradient cannot see). `step`
+    is called with each evaluated loss: when it exceeds the best so far by
+    more than (`tolerance` - 1) x |best| (for a positive loss: more than
+    `tolerance` x the best; minus a speed works too), the guard returns the best parameters, multiplies the optimiser's rate
     by `shrink` and resets its moments; otherwise it takes the optimiser's
     step. The evaluation spent on a rejected point counts. (Raising the
     rate again by 5% per accepted step did not help on the A3 arm: 0.0179 m
@@ -204,7 +205,8 @@ class StepGuard:
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at iteration "
                                      f"{self.optimiser.iteration + 1}")
-        if self.best_params is not None and loss > self.tolerance * self.best_loss:
+        worse = loss - self.best_loss > (self.tolerance - 1.0) * abs(self.best_loss)
+        if self.best_params is not None and worse:
             self.rejections += 1
             self.optimiser.rate_scale *= self.shrink
             self.optimiser.reset()

@@ -86,6 +86,7 @@ def test_quadruped_gait_quick(tmp_path):
     assert len(speeds) == 6 and max(speeds[1:]) > speeds[0] + 0.01
     norms = doc["series"]["gradient_norm"]
     assert len(norms) == 6 and all(np.isfinite(norms)) and min(norms) > 0
+    assert isinstance(doc["metrics"]["rejected_steps"], int)
     gait = doc["series"]["gait"]
     assert len(gait) == 13 and np.isfinite(gait["spine"]["position"]).all()
     # A run stopped after 3 evaluations and resumed from its checkpoint

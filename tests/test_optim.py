@@ -78,6 +78,19 @@ def test_step_guard_undoes_jumps_over_a_cliff():
         guard.step(x_guard, float("nan"), {"x": np.array(0.0)})
 
 
+def test_step_guard_on_a_negative_loss():
+    """Minus a speed: a step that turns 0.06 m/s into -0.08 m/s is undone
+    (the A5 gait's jump), a small loss of speed is not."""
+    guard = StepGuard(Adam(learning_rate=0.1))
+    a, b, c = {"x": np.array(0.0)}, {"x": np.array(1.0)}, {"x": np.array(2.0)}
+    g = {"x": np.array(1.0)}
+    guard.step(a, -0.06, g)
+    assert guard.step(b, -0.055, g) is not guard.best_params     # within 50%: a step
+    assert guard.rejections == 0
+    assert guard.step(c, 0.08, g) is guard.best_params and guard.best_params is a
+    assert guard.rejections == 1 and guard.best_loss == -0.06
+
+
 def test_schedules():
     piecewise = PiecewiseSchedule({1: 2.0, 5: 1.0, 50: 0.1})
     assert [piecewise(i) for i in (1, 4, 5, 49, 50, 100)] == [2.0, 2.0, 1.0, 1.0, 0.1, 0.1]
