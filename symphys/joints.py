@@ -25,6 +25,7 @@ Gauss-Seidel). Shapes: per-joint arrays (Bp, J); block quantities (B, K).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,12 +45,13 @@ _Z = Vec3(0.0, 0.0, 1.0)
 
 @dataclass(frozen=True)
 class JointBlock:
-    """Joints of one type solved together; no body twice."""
+    """Joints of one type and softness solved together; no body twice."""
 
     type: JointType
     joints: tuple[int, ...]          # indices into scene.joints
     a: tuple[int, ...]               # child bodies
     b: tuple[int, ...] | None        # parent bodies; None: the world
+    softness: tuple[float, float] | None = None   # (Hz, ratio); None: stiff
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def _greedy_blocks(items, key):
 def _joint_items(scene: Scene):
     index = {b.name: i for i, b in enumerate(scene.bodies)}
     return [{"joint": i, "type": j.type, "a": index[j.child],
-             "b": None if j.parent == WORLD else index[j.parent]}
+             "b": None if j.parent == WORLD else index[j.parent], "softness": j.softness}
             for i, j in enumerate(scene.joints)]
 
 
@@ -100,9 +102,10 @@ def _parents(block) -> tuple[int, ...] | None:
 
 
 def joint_blocks(scene: Scene) -> list[JointBlock]:
-    groups = _greedy_blocks(_joint_items(scene), lambda x: (x["type"], x["b"] is None))
+    groups = _greedy_blocks(_joint_items(scene),
+                            lambda x: (x["type"], x["b"] is None, x["softness"]))
     return [JointBlock(k[0], tuple(x["joint"] for x in blk), tuple(x["a"] for x in blk),
-                       _parents(blk)) for k, blk in groups]
+                       _parents(blk), k[2]) for k, blk in groups]
 
 
 def motor_blocks(scene: Scene) -> list[MotorBlock]:
@@ -341,13 +344,16 @@ def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobili
                  len(scene.joints))
     specs = []
     drift = _centripetal_drift(pose, w, dt)
+    # A soft block's equality rows feed the error back at its own rate and
+    # keep only part of each update (`soft_joint`); limits stay stiff.
+    keep, gain = soft_joint(block.softness, dt) if block.softness else (1.0, feedback)
 
     def point(direction: Vec3, error):
         specs.append(_point_spec(direction, pose,
-                                 -(feedback * error + dot(drift, direction)) / dt))
+                                 -(gain * error + dot(drift, direction)) / dt, keep=keep))
 
     def turn(direction: Vec3, error):
-        specs.append(RowSpec(None, direction, direction, -feedback * error / dt))
+        specs.append(RowSpec(None, direction, direction, -gain * error / dt, keep=keep))
 
     kind = block.type
     if kind is JointType.SLIDER:
@@ -371,10 +377,27 @@ def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobili
     return [row_group(specs, pose.ga, pose.gb, mob)]
 
 
-def _point_spec(direction: Vec3, pose: _Pose, target, lower=None) -> RowSpec:
+def soft_joint(softness: tuple[float, float], dt: float) -> tuple[float, float]:
+    """(keep, feedback) of a soft row of natural frequency f (Hz) and
+    damping ratio zeta, with h = dt 2 pi f and s = h (2 zeta + h):
+    keep = s / (1 + s), feedback = h / (2 zeta + h).
+
+    A spring-damper k = m (2 pi f)^2, c = 2 m zeta (2 pi f) on a row of
+    effective mass m is the soft row lam += m_soft (target - Jv - gamma lam)
+    with gamma = 1 / (dt (c + dt k)), m_soft = 1 / (1/m + gamma) and the
+    error fed back at dt k / (c + dt k) (as for soft contacts); since
+    m gamma = 1/s, that update is keep x the stiff one,
+    lam <- keep (lam + m (target - Jv)), whatever m is."""
+    frequency, damping = softness
+    h = dt * 2.0 * math.pi * frequency
+    s = h * (2.0 * damping + h)
+    return s / (1.0 + s), h / (2.0 * damping + h)
+
+
+def _point_spec(direction: Vec3, pose: _Pose, target, lower=None, keep=1.0) -> RowSpec:
     """A row on the anchors' relative velocity along `direction`."""
     ang_b = None if pose.gb is None else cross(pose.rb, direction)
-    return RowSpec(direction, cross(pose.ra, direction), ang_b, target, lower)
+    return RowSpec(direction, cross(pose.ra, direction), ang_b, target, lower, keep)
 
 
 def _axis_spec(kind: JointType, direction: Vec3, pose: _Pose, target, lower=None) -> RowSpec:

@@ -123,7 +123,10 @@ class Joint:
     on q or None; only hinges and sliders have limits. A universal joint
     (a 2-DOF hip or wrist) turns about `axis`, fixed in the parent, and
     `axis2` (perpendicular to it at the initial pose), fixed in the child;
-    its coordinates q0, q1 are the angles about each."""
+    its coordinates q0, q1 are the angles about each. frequency (Hz) and
+    damping (ratio): a soft joint, whose equality rows act as springs and
+    dampers of that natural frequency on each row's effective mass (limits
+    stay stiff); None: stiff."""
 
     name: str
     type: JointType
@@ -133,6 +136,13 @@ class Joint:
     axis: tuple[float, float, float] = (0.0, 0.0, 1.0)
     limits: tuple[float, float] | None = None
     axis2: tuple[float, float, float] | None = None
+    frequency: float | None = None
+    damping: float = 0.0
+
+    @property
+    def softness(self) -> tuple[float, float] | None:
+        """(frequency, damping) of a soft joint, None when stiff."""
+        return None if self.frequency is None else (self.frequency, self.damping)
 
     @property
     def n_coordinates(self) -> int:
@@ -288,7 +298,8 @@ class Scene:
             "contacts": [(c.a, c.b) for c in self.contacts],
             # Joint axes and limits are built into the graph as constants;
             # anchors and motor gains are inputs.
-            "joints": [(j.name, j.type.value, j.parent, j.child, j.axis, j.limits, j.axis2)
+            "joints": [(j.name, j.type.value, j.parent, j.child, j.axis, j.limits, j.axis2,
+                        j.softness)
                        for j in self.joints],
             "motors": [(m.name, m.joint, m.mode.value, m.command_range, m.axis)
                        for m in self.motors],

@@ -36,7 +36,8 @@ _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "restitution_threshold", "friction_model", "gyroscopic",
                   "renormalisation_iterations"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
-_JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits"}
+_JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
+                 "frequency", "damping"}
 _SENSOR_FIELDS = {"name", "type", "joint", "body", "frequencies", "size", "margin"}
 _MOTOR_FIELDS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque",
                  "command_range", "axis"}
@@ -411,10 +412,14 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
             if abs(sum(a * b for a, b in zip(axis, axis2))) > 1e-6:
                 r.fail("axis2", f"must be perpendicular to axis {list(axis)}, got "
                        f"{list(axis2)}")
+        frequency = r.number("frequency", positive=True) if r.has("frequency") else None
+        if r.has("damping") and frequency is None:
+            r.fail("damping", "only a soft joint has damping: give its frequency (Hz) too")
         joints.append(Joint(name=name, type=kind, parent=parent, child=child,
                             anchor=anchor, axis=axis,
                             limits=_range(r, "limits") if used["limits"] else None,
-                            axis2=axis2))
+                            axis2=axis2, frequency=frequency,
+                            damping=r.number("damping", 0.0, nonneg=True)))
     return tuple(joints)
 
 

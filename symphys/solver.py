@@ -112,13 +112,16 @@ class RowSpec:
     """One row J v = lin . (v_a - v_b) + ang_a . w_a - ang_b . w_b on a
     block's K body pairs (lin None: angular only; ang_b None: static
     partner); components (B, K) or scalars. target: desired J v, (B, K);
-    lower: a constant lower bound of its impulse (None: free)."""
+    lower: a constant lower bound of its impulse (None: free); keep: the
+    part of each update kept (1: stiff; below 1: a soft row, see
+    `joints.soft_joint`)."""
 
     lin: Vec3 | None
     ang_a: Vec3
     ang_b: Vec3 | None
     target: object = 0.0
     lower: float | None = None
+    keep: float = 1.0
 
 
 def _same_broadcast(parts: list) -> list:
@@ -192,6 +195,7 @@ class RowGroup:
     m_eff: object                # (B, K, R)
     target: object               # (B, K, R)
     lower: tuple                 # per row: a constant lower bound or None
+    keep: tuple = ()             # per row: the part of an update kept (soft rows < 1)
 
     n_rows = 1                   # one (B, K, R) impulse carry
 
@@ -206,7 +210,7 @@ def row_group(specs: list[RowSpec], ga: Gather, gb: Gather | None,
     target = pt.stack(_same_broadcast([pt.as_tensor_variable(s.target) + pt.zeros_like(inv_eff[:, :, 0])
                                        for s in specs]), axis=-1)
     return RowGroup(gather, gb is not None, jac, dirs, safe_div(1.0, inv_eff), target,
-                    tuple(s.lower for s in specs))
+                    tuple(s.lower for s in specs), tuple(s.keep for s in specs))
 
 
 def _is_zero(x) -> bool:
@@ -392,6 +396,8 @@ def _solve_group(group: RowGroup, V, lam):
                        group.two_sided)
         old = lam[:, :, r]
         new = old + group.m_eff[:, :, r] * (group.target[:, :, r] - jv)
+        if group.keep and group.keep[r] != 1.0:
+            new = group.keep[r] * new
         if group.lower[r] is not None:
             new = pt.switch(new > group.lower[r], new, group.lower[r])
         delta = new - old

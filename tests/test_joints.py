@@ -273,3 +273,52 @@ def test_servos_along_a_chain_keep_their_rate_limit():
     # limit on the way, and every joint is on target at the end.
     assert rate[:, 3].max() >= limit[3] * 0.99
     np.testing.assert_allclose(q[-1], target, atol=5e-3)
+
+
+def test_soft_welds_are_springs_of_their_frequency():
+    """Two spheres welded to the world at their centres by soft joints of
+    2 Hz, under gravity, released at the anchor: the undamped one (zeta 0)
+    swings about the static sag g / omega^2 with period 1/f, its amplitude
+    shrinking by 1/sqrt(1 + h^2) per step, h = omega dt (a soft row is an
+    implicit-Euler spring: 3.9% per period here); the critically damped one
+    (zeta 1) settles at the sag."""
+    f = 2.0
+    omega = 2 * np.pi * f
+    sag = G / omega ** 2                                   # 6.21 cm
+    scene = (sp.SceneBuilder("soft-welds", dt=0.001, iterations=4)
+             .sphere("free", radius=0.05, mass=2.0, position=[0, 0, 0])
+             .sphere("damped", radius=0.05, mass=0.5, position=[1, 0, 0])
+             .joint("spring", "fixed", "world", "free", frequency=f)
+             .joint("damper", "fixed", "world", "damped", frequency=f, damping=1.0)
+             .contacts([])
+             .build())
+    steps = 1500
+    tr = sp.simulate(scene, steps, backend=ARTICULATED)
+    t = tr.time
+    z = tr.position["free"][:, 2]
+    n = np.arange(steps + 1)
+    h = omega * scene.dt
+    expected = -sag + sag * (1 + h * h) ** (-n / 2) * np.cos(omega * t)
+    assert np.abs(z - expected).max() < 0.01 * sag
+    # Its period: upward crossings of the mean height, 1/f apart.
+    periods = np.diff(_crossings(t, z + sag))
+    assert len(periods) >= 2 and np.allclose(periods, 1 / f, rtol=0.01)
+    # The damped sphere sits at the sag after 1.5 s (six time constants).
+    assert tr.position["damped"][-1, 2] == pytest.approx(-sag, rel=1e-3)
+    # Nothing else moved: x, y and the rotation stay put.
+    for name in ("free", "damped"):
+        assert np.abs(tr.position[name][:, :2] - tr.position[name][0, :2]).max() < 1e-9
+        assert np.abs(tr.rotation[name] - np.eye(3)).max() < 1e-9
+
+
+def test_soft_joint_fields_are_checked():
+    base = {"format": "symphys-scene/1", "name": "s", "dt": 0.01,
+            "bodies": [{"name": "ball", "shape": "sphere", "radius": 0.1, "mass": 1.0,
+                        "position": [0, 0, 0]}],
+            "contacts": []}
+    for fields, message in (({"frequency": -1.0}, "field 'frequency': must be > 0"),
+                            ({"damping": 0.5}, "field 'damping': only a soft joint")):
+        doc = dict(base, joints=[dict({"name": "weld", "type": "fixed", "parent": "world",
+                                       "child": "ball"}, **fields)])
+        with pytest.raises(sp.SceneError, match=message):
+            sp.scene_from_dict(doc)
