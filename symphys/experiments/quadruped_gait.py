@@ -15,6 +15,7 @@ The run saves the speed curve and a strip of side views of the best gait.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -42,7 +43,11 @@ def controller() -> nn.MLP:
                   output_init=0.5)
 
 
+@functools.cache
 def make_loss(duration: float):
+    """The loss for runs of `duration` s: one function per duration, so a
+    second run in the process (a resumed one) finds its compiled gradient
+    in the function cache, which keys losses by identity."""
     def loss(traj, task):
         """Minus the spine's mean forward speed (m/s), averaged over worlds."""
         x = traj.position["spine"][..., 0]       # (T + 1,) or (W, T + 1)
