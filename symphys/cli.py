@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", help="default results/NAME.png")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--checkpoint", help="save the run here after every evaluation and resume "
-                   "from it when it exists (quadruped-gait)")
+                   "from it when it exists (quadruped-gait, quadruped-speed)")
     p.set_defaults(func=_cmd_experiment)
 
     p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")

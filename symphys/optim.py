@@ -180,8 +180,9 @@ class StepGuard:
     step and 1.18 m from 15% on: a cliff the gradient cannot see). `step`
     is called with each evaluated loss: when it exceeds the best so far by
     more than (`tolerance` - 1) x |best| (for a positive loss: more than
-    `tolerance` x the best; minus a speed works too), the guard returns the best parameters, multiplies the optimiser's rate
-    by `shrink` and resets its moments; otherwise it takes the optimiser's
+    `tolerance` x the best; minus a speed works too), the guard returns
+    the best parameters, multiplies the optimiser's rate by `shrink` and
+    resets its moments; otherwise it takes the optimiser's
     step. The evaluation spent on a rejected point counts. (Raising the
     rate again by 5% per accepted step did not help on the A3 arm: 0.0179 m
     after 150 evaluations against 0.0186 m, with 14 rejections against 6.)

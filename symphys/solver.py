@@ -195,7 +195,7 @@ class RowGroup:
     m_eff: object                # (B, K, R)
     target: object               # (B, K, R)
     lower: tuple                 # per row: a constant lower bound or None
-    keep: tuple = ()             # per row: the part of an update kept (soft rows < 1)
+    keep: tuple                  # per row: the part of an update kept (soft rows < 1)
 
     n_rows = 1                   # one (B, K, R) impulse carry
 
@@ -396,7 +396,7 @@ def _solve_group(group: RowGroup, V, lam):
                        group.two_sided)
         old = lam[:, :, r]
         new = old + group.m_eff[:, :, r] * (group.target[:, :, r] - jv)
-        if group.keep and group.keep[r] != 1.0:
+        if group.keep[r] != 1.0:
             new = group.keep[r] * new
         if group.lower[r] is not None:
             new = pt.switch(new > group.lower[r], new, group.lower[r])

@@ -99,9 +99,10 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         gradient_decay: float = GRADIENT_DECAY) -> ExperimentResult:
     """gradient_decay: the cotangent passed back from one step to the one
     before is multiplied by this (1: the exact gradient; the paper's engine
-    offers 0.95 for long horizons). checkpoint: a file to save the run to after every evaluation and to
-    resume from when it exists (same seconds, seed and backend), so the full
-    run (about two hours here) can be spread over several sittings."""
+    offers 0.95 for long horizons). checkpoint: a file to save the run to
+    after every evaluation and to resume from when it exists (same
+    seconds, seed, backend and decay), so the full run (about two hours
+    here) can be spread over several sittings."""
     scene = load_scene("hopper")
     ctrl = controller()
     seconds = seconds or (SECONDS_QUICK if quick else SECONDS)

@@ -123,7 +123,6 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
     saved = (load_checkpoint(checkpoint, config) if checkpoint else None) or {"rows": []}
     cases = [(b, n, batch) for b in backends for n in ctrls for batch in batches]
     done = {(r["backend"], r["controller"], r["batch"]): r for r in saved["rows"]}
-    rows = [done[case] for case in cases if case in done]
     bar = progress([case for case in cases if case not in done], "cases", show_progress)
     for be, name, batch in bar:
         ctrl = ctrls[name]
@@ -136,17 +135,18 @@ def run(quick: bool = False, seed: int = 0, backend: str | None = None,
             fn = speed_function(scene, steps, ctrl, be, gradient, batch, keep=quick)
             build = time.perf_counter() - start
             first, median, value = _time(fn, args, repeats)
-            del fn
-            gc.collect()
+            if not quick:      # free the unkept function before the next compile
+                del fn
+                gc.collect()
             row[f"{mode}_compile_s"] = build + first - median
             row[f"{mode}_s"] = median
             row[f"{mode}_speed_m_s"] = -float(np.asarray(value[0]))   # outputs: [loss, ...]
         row["gradient_over_forward"] = row["gradient_s"] / row["forward_s"]
-        rows.append(row)
+        done[(be, name, batch)] = row
         if checkpoint:
             saved["rows"].append(row)
             save_checkpoint(checkpoint, config, saved)
-    rows.sort(key=lambda r: cases.index((r["backend"], r["controller"], r["batch"])))
+    rows = [done[case] for case in cases]
     for row in rows:
         twin = next(r for r in rows if r["backend"] == row["backend"]
                     and r["batch"] == row["batch"] and r["controller"] == "linear")
