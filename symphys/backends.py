@@ -15,7 +15,7 @@ import numpy as np
 import pytensor
 from pytensor.compile.mode import Mode, get_mode
 
-from symphys import compile_cache
+from symphys import compile_cache, rewrites
 from symphys.errors import BackendError
 from symphys.scene_io import closest
 
@@ -70,18 +70,26 @@ EXCLUDED_REWRITES = ("useless_symmetric_transpose", "dot_diag_to_elemwise",
                      "local_slice_read_of_write", "extract_diag_lift_pass")
 
 
-def mode_for(backend: "str | Backend") -> Mode:
-    """The PyTensor compilation mode of a backend."""
-    return _base_mode(backend).excluding(*EXCLUDED_REWRITES)
+def _with_rewrites(mode: Mode, on: bool | None) -> Mode:
+    mode = mode.excluding(*EXCLUDED_REWRITES)
+    return rewrites.register_in(mode) if (rewrites.enabled() if on is None else on) else mode
+
+
+def mode_for(backend: "str | Backend", rewrites_on: bool | None = None) -> Mode:
+    """The PyTensor compilation mode of a backend: PyTensor's rewrites less
+    the exclusions above, plus symphys' own (`symphys.rewrites`) unless
+    `rewrites_on` is False (None: as `rewrites.switched` says)."""
+    return _with_rewrites(_base_mode(backend), rewrites_on)
 
 
 def loop_mode() -> Mode:
     """The mode symphys' scans carry for their inner graphs: what PyTensor
     uses when a scan has none (fast_run rewrites; the cvm linker, which the
     cvm backend's scans run their inner function with) less the exclusions
-    above. Numba and JAX take only its rewrites when they convert a loop, so
-    the exclusions must travel with the scan."""
-    return Mode("cvm", "fast_run").excluding(*EXCLUDED_REWRITES)
+    above, plus symphys' rewrites unless switched off while the graph is
+    built. Numba and JAX take only its rewrites when they convert a loop, so
+    the choice must travel with the scan."""
+    return _with_rewrites(Mode("cvm", "fast_run"), None)
 
 
 def _base_mode(backend: "str | Backend") -> Mode:
@@ -138,21 +146,28 @@ class Compiled:
 
 
 def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
-            disk_cache: bool = True, **kwargs) -> Compiled:
+            disk_cache: bool = True, rewrites_on: bool | None = None, **kwargs) -> Compiled:
     """Compile `outputs` as a function of `inputs` on `backend`.
 
     With `disk_cache` (and no extra `pytensor.function` keywords) the
     rewritten graph is kept on disk (`symphys.compile_cache`), so compiling
-    the same graph in another process skips PyTensor's rewrites."""
+    the same graph in another process skips PyTensor's rewrites.
+    `rewrites_on=False` leaves out symphys' own rewrites (None: as
+    `rewrites.switched` says; loops built inside `switched(False)` leave
+    them out too)."""
     backend = as_backend(backend)
     inputs = list(inputs)
     names = [getattr(i, "name", None) for i in inputs]
-    mode = mode_for(backend)
+    on = rewrites.enabled() if rewrites_on is None else bool(rewrites_on)
+    mode = mode_for(backend, on)
     single = not isinstance(outputs, (list, tuple))
     use_cache = disk_cache and not kwargs and compile_cache.cache_dir() is not None
     if use_cache:
         outs = [outputs] if single else list(outputs)
-        key = compile_cache.graph_key(inputs, outs, backend.value, EXCLUDED_REWRITES)
+        # Loops carry their own choice, made when they were built.
+        rules = EXCLUDED_REWRITES + (
+            f"symphys-rewrites={on},loops={rewrites.enabled()},v{rewrites.VERSION}",)
+        key = compile_cache.graph_key(inputs, outs, backend.value, rules)
         fn = compile_cache.load(key, mode)
         if fn is not None:
             return Compiled(fn, backend, names, single=single)

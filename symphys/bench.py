@@ -1,17 +1,33 @@
-"""`symphys bench`: speed of forward and gradient rollouts, measured side by side.
+"""`symphys bench`: forward and gradient speed, measured side by side.
 
-Each case (scene, batch, backend) runs in a child process twice: first
-with empty PyTensor/Numba and symphys graph caches (cold compile), then
-with the same caches again (warm compile: rewritten graphs and Numba code
-come from disk). Run times are
-the median of several calls after the first. Results are printed as a
-table with the ratios that matter and written as JSON.
+A case is (scene, batch, backend, rewrites on/off). Each runs in a child
+process twice: first with empty PyTensor, Numba and symphys graph caches
+(cold compile), then with the same caches again (warm compile: rewritten
+graphs and Numba code come from disk). Run times are the median of several
+calls after the first. In the same run, on the same scenes and batches,
+the peers are timed in their own child processes: MuJoCo (`mj_step` in a
+loop over worlds, and its threaded batched `rollout`; the `mujoco` package,
+extra `symphys[bench]`) and, for the sphere scenes, the hand-written Numba
+kernel (`symphys.sphere_kernel`), the practical limit.
+
+Scenes: the shipped `ball`, `spheres16` (16 spheres; batch = worlds),
+`arm` and `quadruped`, and `array`, a toy sphere step written with
+(B, N, 3) arrays (`symphys.array_step`) that shows what symphys' rewrites do
+for model code not written in components. Batches of a jointed scene move
+each world's robot as a whole (one offset per world), so no joint is
+pulled apart.
+
+Results go to JSON (rows, peers, ratios, targets) and a PNG; `--resume`
+keeps the cases already in the JSON, so the full matrix (hours: the
+quadruped's cold Numba compile alone takes tens of minutes) can be run in
+parts.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -21,21 +37,31 @@ from pathlib import Path
 import numpy as np
 
 STEPS = 200
-
-CASES_QUICK = [("ball", 1), ("spheres16", 64)]
-CASES_FULL = CASES_QUICK + [("spheres16", 1), ("spheres16", 16)]
+REPEATS = 5
+SCENES = ("ball", "spheres16", "arm", "quadruped", "array")
+BATCHES = (1, 16, 128, 1024)
+BACKENDS = ("numba", "jax", "cvm")
+ARRAY_BODIES = 16                  # spheres per world in the `array` scene
+QUICK_CASES = (("ball", 1, "numba", True), ("spheres16", 64, "numba", True),
+               ("array", 64, "numba", True), ("array", 64, "numba", False))
+SPHERE_SCENES = ("ball", "spheres16")
 
 
 def _batched_params(scene, batch: int, rng) -> dict:
-    """Per-world initial positions (B, 3) for every body when batch > 1."""
+    """Per-world initial positions (B, 3) of every body when batch > 1:
+    each body jittered alone in a scene without joints, the whole body set
+    moved by one offset per world in a jointed one (x, y within 5 cm, z up
+    to 5 cm higher)."""
     if batch == 1:
         return {}
+    jitter = rng.uniform(-0.05, 0.05, size=(batch, 3))
+    jitter[:, 2] = np.abs(jitter[:, 2])
     out = {}
     for body in scene.bodies:
-        base = np.asarray(body.position)
-        jitter = rng.uniform(-0.05, 0.05, size=(batch, 3))
-        jitter[:, 2] = np.abs(jitter[:, 2])
-        out[f"{body.name}.position"] = base + jitter
+        if not scene.joints:
+            jitter = rng.uniform(-0.05, 0.05, size=(batch, 3))
+            jitter[:, 2] = np.abs(jitter[:, 2])
+        out[f"{body.name}.position"] = np.asarray(body.position) + jitter
     return out
 
 
@@ -53,8 +79,18 @@ def bench_loss(names):
     return loss
 
 
-def measure(scene_name: str, batch: int, backend: str, repeats: int = 5) -> dict:
-    """Compile and time one case in this process (called in a child)."""
+def _median_time(fn, args, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def _engine_functions(scene_name: str, batch: int, backend: str):
+    """(forward, gradient, args, bodies, forward compile s, gradient compile
+    s) for a shipped scene."""
     from symphys.api import parameter_values, value_and_grad_function, value_function
     from symphys.scene_io import load_scene
 
@@ -63,100 +99,360 @@ def measure(scene_name: str, batch: int, backend: str, repeats: int = 5) -> dict
     args, batched = parameter_values(scene, params)
     loss = bench_loss(scene.body_names)
     wrt = [f"{scene.bodies[0].name}.velocity"]
-    start = time.perf_counter()
     size = batch if batched else None
+    start = time.perf_counter()
     fwd = value_function(scene, STEPS, loss, batched, backend, batch=size)
     fwd(*args)
     compile_fwd = time.perf_counter() - start
     start = time.perf_counter()
     grad = value_and_grad_function(scene, STEPS, loss, wrt, batched, backend, batch=size)
     grad(*args)
-    compile_grad = time.perf_counter() - start
+    return fwd, grad, args, len(scene.bodies), compile_fwd, time.perf_counter() - start
 
-    def timed(fn):
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn(*args)
-            times.append(time.perf_counter() - t)
-        return float(np.median(times))
 
-    t_fwd, t_grad = timed(fwd), timed(grad)
-    n = len(scene.bodies)
+def _array_functions(batch: int, backend: str):
+    """The same for the `array` scene (rewrites as switched by the caller)."""
+    import pytensor
+
+    from symphys import array_step
+    from symphys.backends import compile
+
+    args = array_step.initial_state(batch, ARRAY_BODIES)
+    inputs = array_step.inputs()
+    final = array_step.rollout(*inputs, STEPS)
+    loss = array_step.loss(final)
+    start = time.perf_counter()
+    fwd = compile(inputs, loss, backend)
+    fwd(*args)
+    compile_fwd = time.perf_counter() - start
+    start = time.perf_counter()
+    grad = compile(inputs, [loss, pytensor.grad(loss, inputs[2])], backend)
+    grad(*args)
+    return fwd, grad, args, ARRAY_BODIES, compile_fwd, time.perf_counter() - start
+
+
+def measure(scene_name: str, batch: int, backend: str, rewrites_on: bool = True,
+            repeats: int = REPEATS) -> dict:
+    """Compile and time one case in this process (called in a child)."""
+    from symphys import rewrites
+
+    with rewrites.switched(rewrites_on):
+        if scene_name == "array":
+            fwd, grad, args, n, c_fwd, c_grad = _array_functions(batch, backend)
+        else:
+            fwd, grad, args, n, c_fwd, c_grad = _engine_functions(scene_name, batch, backend)
+    t_fwd, t_grad = _median_time(fwd, args, repeats), _median_time(grad, args, repeats)
     world_steps = STEPS * batch
-    import resource
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return {"scene": scene_name, "batch": batch, "backend": backend, "rewrites": False,
-            "bodies": n, "steps": STEPS,
+    return {"scene": scene_name, "batch": batch, "backend": backend,
+            "rewrites": bool(rewrites_on), "bodies": n, "steps": STEPS,
+            "forward_s": t_fwd, "gradient_s": t_grad,
             "forward_ns_per_world_step": t_fwd / world_steps * 1e9,
             "gradient_ns_per_world_step": t_grad / world_steps * 1e9,
-            "forward_ns_per_body_step": t_fwd / (world_steps * n) * 1e9,
-            "gradient_ns_per_body_step": t_grad / (world_steps * n) * 1e9,
             "gradient_over_forward": t_grad / t_fwd,
-            "compile_forward_s": compile_fwd, "compile_gradient_s": compile_grad,
-            "peak_mb": peak_mb}
+            "compile_forward_s": c_fwd, "compile_gradient_s": c_grad,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
-def _child(scene: str, batch: int, backend: str, cache_dir: str) -> dict:
-    env = dict(os.environ)
-    env["PYTENSOR_FLAGS"] = f"base_compiledir={cache_dir}"
-    env["SYMPHYS_CACHE_DIR"] = os.path.join(cache_dir, "symphys-graphs")
-    code = ("import json,sys; from symphys.bench import measure; "
-            f"print('RESULT'+json.dumps(measure({scene!r}, {batch}, {backend!r})))")
+def measure_peer(kind: str, scene_name: str, batch: int) -> list[dict]:
+    """Time a peer on a shipped scene (called in a child): kind "mujoco"
+    (both methods) or "kernel" (the hand-written sphere kernel)."""
+    from symphys.scene_io import load_scene
+
+    scene = load_scene(scene_name)
+    if kind == "mujoco":
+        from symphys import mujoco_peer
+        return [mujoco_peer.time_mj_step(scene, STEPS, batch),
+                mujoco_peer.time_rollout(scene, STEPS, batch)]
+    from symphys import sphere_kernel
+    params = _batched_params(scene, batch, np.random.default_rng(0))
+    constants = sphere_kernel.prepare(scene, params)
+    state = sphere_kernel.initial_state(scene, params, batch)
+    sphere_kernel.simulate(*state, STEPS, constants)             # compile
+    seconds = _median_time(lambda: sphere_kernel.simulate(*state, STEPS, constants), (),
+                           REPEATS)
+    return [{"engine": "kernel", "method": "hand-written numba", "scene": scene_name,
+             "batch": batch, "steps": STEPS, "seconds": seconds,
+             "ns_per_world_step": seconds / (STEPS * batch) * 1e9}]
+
+
+def _run_child(code: str, env: dict | None = None, label: str = "") -> object:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=False)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT"):
             return json.loads(line[len("RESULT"):])
-    raise RuntimeError(f"benchmark child failed for {scene}/{batch}/{backend}:\n"
-                       f"{out.stderr[-3000:]}")
+    raise RuntimeError(f"benchmark child failed for {label}:\n{out.stderr[-3000:]}")
 
 
-def run_case(scene: str, batch: int, backend: str) -> dict:
+def run_case(scene: str, batch: int, backend: str, rewrites_on: bool = True) -> dict:
+    """One case, cold then warm, each in a fresh child with one cache folder."""
+    code = ("import json; from symphys.bench import measure; "
+            f"print('RESULT' + json.dumps(measure({scene!r}, {batch}, {backend!r}, "
+            f"{rewrites_on!r})))")
+    label = f"{scene}/{batch}/{backend}/rewrites={'on' if rewrites_on else 'off'}"
     with tempfile.TemporaryDirectory(prefix="symphys-bench-") as cache:
-        cold = _child(scene, batch, backend, cache)
-        warm = _child(scene, batch, backend, cache)
+        env = dict(os.environ)
+        env["PYTENSOR_FLAGS"] = f"base_compiledir={cache}"
+        env["SYMPHYS_CACHE_DIR"] = os.path.join(cache, "symphys-graphs")
+        env["NUMBA_CACHE_DIR"] = os.path.join(cache, "numba")
+        cold = _run_child(code, env, label)
+        warm = _run_child(code, env, label)
     row = dict(warm)
     row["compile_cold_s"] = cold["compile_gradient_s"]
     row["compile_warm_s"] = warm["compile_gradient_s"]
     row["compile_forward_cold_s"] = cold["compile_forward_s"]
     row["compile_forward_warm_s"] = warm["compile_forward_s"]
+    row["peak_mb_cold"] = cold["peak_mb"]
     return row
 
 
-def main(json_path: str | None = "results/bench.json", quick: bool = False,
-         backends: str = "numba,jax") -> dict:
-    from tqdm.auto import tqdm
+def run_peers(scene: str, batch: int) -> tuple[list[dict], list[str]]:
+    """(peer timings, notes on peers that could not run) for one scene and batch."""
+    rows, notes = [], []
+    if scene == "array":
+        return rows, notes
+    kinds = ["mujoco"] + (["kernel"] if scene in SPHERE_SCENES else [])
+    for kind in kinds:
+        code = ("import json; from symphys.bench import measure_peer; "
+                f"print('RESULT' + json.dumps(measure_peer({kind!r}, {scene!r}, {batch})))")
+        try:
+            rows.extend(_run_child(code, label=f"{kind} {scene}/{batch}"))
+        except RuntimeError as exc:
+            notes.append(f"{kind} on {scene}/{batch} did not run: {str(exc)[-400:]}")
+    return rows, notes
 
+
+def select_cases(quick: bool, scenes=None, batches=None, backends=None,
+                 rewrites=("on",)) -> list[tuple]:
+    """(scene, batch, backend, rewrites_on) cases to run."""
+    if quick and not (scenes or batches or backends):
+        return list(QUICK_CASES)
+    scenes = scenes or SCENES
+    batches = batches or BATCHES
+    backends = backends or BACKENDS
+    return [(s, b, k, r == "on") for s in scenes for b in batches for k in backends
+            for r in rewrites]
+
+
+def ratios(rows: list[dict], peers: list[dict]) -> list[dict]:
+    """The comparisons that matter, each measured in this run."""
+    out = []
+    by = {(r["scene"], r["batch"], r["backend"], r["rewrites"]): r for r in rows}
+    for (scene, batch, backend, on), r in sorted(by.items()):
+        fwd = r["forward_ns_per_world_step"]
+        if backend == "numba" and (scene, batch, "jax", on) in by:
+            jx = by[(scene, batch, "jax", on)]
+            out.append({"what": "numba / jax forward", "scene": scene, "batch": batch,
+                        "rewrites": on, "ratio": fwd / jx["forward_ns_per_world_step"]})
+            out.append({"what": "numba / jax gradient", "scene": scene, "batch": batch,
+                        "rewrites": on, "ratio": r["gradient_ns_per_world_step"]
+                        / jx["gradient_ns_per_world_step"]})
+        if on and (scene, batch, backend, False) in by:
+            off = by[(scene, batch, backend, False)]
+            out.append({"what": f"{backend} rewrites on / off forward", "scene": scene,
+                        "batch": batch, "rewrites": on,
+                        "ratio": fwd / off["forward_ns_per_world_step"]})
+            out.append({"what": f"{backend} rewrites on / off gradient", "scene": scene,
+                        "batch": batch, "rewrites": on,
+                        "ratio": r["gradient_ns_per_world_step"]
+                        / off["gradient_ns_per_world_step"]})
+        for p in peers:
+            if p["scene"] == scene and p["batch"] == batch:
+                out.append({"what": f"{backend} forward / {p['engine']} {p['method']}",
+                            "scene": scene, "batch": batch, "rewrites": on,
+                            "ratio": fwd / p["ns_per_world_step"]})
+    return out
+
+
+def _find(ratios_: list[dict], what: str, **match) -> list[dict]:
+    return [r for r in ratios_ if r["what"] == what
+            and all(r.get(k) == v for k, v in match.items())]
+
+
+def targets(rows: list[dict], ratio_rows: list[dict]) -> list[dict]:
+    """Issue 4's targets, each met / not met / not measured in this run."""
+    def verdict(name, values, ok):
+        if not values:
+            return {"target": name, "status": "not measured", "values": []}
+        return {"target": name, "status": "met" if all(ok(v) for v in values) else "not met",
+                "values": values}
+
+    quad = [r for r in rows if r["scene"] == "quadruped" and r["rewrites"]]
+    out = [
+        verdict("quadruped batch 128: forward+backward <= 4x forward",
+                [r["gradient_over_forward"] for r in quad if r["batch"] == 128],
+                lambda v: v <= 4),
+        verdict("quadruped batch 128: forward+backward <= 1.01 ms per step",
+                [r["gradient_s"] / STEPS * 1e3 for r in quad if r["batch"] == 128],
+                lambda v: v <= 1.01),
+        verdict("numba within 1.5x of jax at batch >= 16 (forward and gradient)",
+                [r["ratio"] for r in ratio_rows if r["what"].startswith("numba / jax")
+                 and r["batch"] >= 16 and r["rewrites"]], lambda v: v <= 1.5),
+        verdict("numba faster than jax at batch 1 (forward and gradient)",
+                [r["ratio"] for r in ratio_rows if r["what"].startswith("numba / jax")
+                 and r["batch"] == 1 and r["rewrites"] and r["scene"] != "array"],
+                lambda v: v < 1),
+        verdict("sphere scene forward within 2x of the hand-written kernel",
+                [r["ratio"] for r in _find(ratio_rows, "numba forward / kernel hand-written numba",
+                                           scene="spheres16", rewrites=True)],
+                lambda v: v <= 2),
+        verdict("quadruped forward per world-step faster than MuJoCo's mj_step",
+                [r["ratio"] for r in ratio_rows if r["scene"] == "quadruped"
+                 and r["what"].endswith("mujoco mj_step") and r["rewrites"]],
+                lambda v: v < 1),
+        verdict("quadruped value_and_grad: cold compile <= 60 s",
+                [r["compile_cold_s"] for r in quad], lambda v: v <= 60),
+        verdict("quadruped value_and_grad: warm compile <= 5 s",
+                [r["compile_warm_s"] for r in quad], lambda v: v <= 5),
+    ]
+    return out
+
+
+def _case_key(row) -> tuple:
+    return (row["scene"], row["batch"], row["backend"], bool(row["rewrites"]))
+
+
+def print_report(doc: dict) -> None:
     from symphys.experiments.common import table
 
-    cases = [(s, b, k) for s, b in (CASES_QUICK if quick else CASES_FULL)
-             for k in backends.split(",")]
-    rows, failures = [], []
-    for scene, batch, backend in tqdm(cases, desc="bench"):
-        try:
-            rows.append(run_case(scene, batch, backend))
-        except RuntimeError as exc:   # keep the other cases' numbers
-            failures.append({"scene": scene, "batch": batch, "backend": backend,
-                             "error": str(exc)[-2000:]})
-            print(f"bench case {scene}/{batch}/{backend} failed:\n{exc}")
-    head = ["scene", "batch", "backend", "fwd ns/body-step", "grad ns/body-step",
-            "grad/fwd", "compile cold s", "compile warm s", "peak MB"]
-    body = [[r["scene"], r["batch"], r["backend"], f"{r['forward_ns_per_body_step']:.1f}",
-             f"{r['gradient_ns_per_body_step']:.1f}", f"{r['gradient_over_forward']:.2f}",
-             f"{r['compile_cold_s']:.1f}", f"{r['compile_warm_s']:.1f}",
-             f"{r['peak_mb']:.0f}"] for r in rows]
+    head = ["scene", "B", "backend", "rewrites", "fwd ns/world-step", "grad ns/world-step",
+            "grad/fwd", "compile cold s", "warm s", "peak MB"]
+    body = [[r["scene"], r["batch"], r["backend"], "on" if r["rewrites"] else "off",
+             f"{r['forward_ns_per_world_step']:.0f}", f"{r['gradient_ns_per_world_step']:.0f}",
+             f"{r['gradient_over_forward']:.1f}", f"{r['compile_cold_s']:.1f}",
+             f"{r['compile_warm_s']:.1f}", f"{r['peak_mb']:.0f}"]
+            for r in sorted(doc["rows"], key=_case_key)]
     print(table(head, body))
-    by = {(r["scene"], r["batch"], r["backend"]): r for r in rows}
-    for scene, batch in {(r["scene"], r["batch"]) for r in rows}:
-        nb, jx = by.get((scene, batch, "numba")), by.get((scene, batch, "jax"))
-        if nb and jx:
-            print(f"{scene} B={batch}: numba/jax forward time ratio "
-                  f"{nb['forward_ns_per_body_step'] / jx['forward_ns_per_body_step']:.2f}, "
-                  f"gradient {nb['gradient_ns_per_body_step'] / jx['gradient_ns_per_body_step']:.2f}")
-    doc = {"steps": STEPS, "rows": rows, "peers": [], "failures": failures}
+    if doc["peers"]:
+        print("\npeers (same scenes and batches, this run)")
+        print(table(["scene", "B", "peer", "ns/world-step"],
+                    [[p["scene"], p["batch"], f"{p['engine']} {p['method']}",
+                      f"{p['ns_per_world_step']:.0f}"] for p in doc["peers"]]))
+    if doc["ratios"]:
+        print("\nratios (measured side by side in this run)")
+        print(table(["what", "scene", "B", "rewrites", "ratio"],
+                    [[r["what"], r["scene"], r["batch"], "on" if r["rewrites"] else "off",
+                      f"{r['ratio']:.2f}"] for r in doc["ratios"]]))
+    print("\ntargets")
+    print(table(["target", "status", "values"],
+                [[t["target"], t["status"], ", ".join(f"{v:.3g}" for v in t["values"])]
+                 for t in doc["targets"]]))
+    for note in doc["notes"]:
+        print("note:", note)
+
+
+def plot(doc: dict, path: str) -> None:
+    """One panel per scene: ns per world-step against batch, forward and
+    gradient per backend (rewrites on; off dashed), peers as markers."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scenes = [s for s in SCENES if any(r["scene"] == s for r in doc["rows"])]
+    if not scenes:
+        return
+    fig, axes = plt.subplots(1, len(scenes), figsize=(4.2 * len(scenes), 3.8), squeeze=False)
+    for ax, scene in zip(axes[0], scenes):
+        for (backend, on), colour in zip(
+                [(b, o) for b in BACKENDS for o in (True, False)],
+                ["C0", "C0", "C1", "C1", "C2", "C2"]):
+            rs = sorted((r for r in doc["rows"] if r["scene"] == scene
+                         and r["backend"] == backend and r["rewrites"] == on),
+                        key=lambda r: r["batch"])
+            if not rs:
+                continue
+            b = [r["batch"] for r in rs]
+            style = "-" if on else "--"
+            tag = "" if on else " (no rewrites)"
+            ax.plot(b, [r["forward_ns_per_world_step"] for r in rs], style + "o", color=colour,
+                    label=f"{backend} forward{tag}")
+            ax.plot(b, [r["gradient_ns_per_world_step"] for r in rs], style + "s", color=colour,
+                    alpha=0.5, label=f"{backend} fwd+bwd{tag}")
+        for p, marker in ((p, "*" if p["engine"] == "kernel" else "^") for p in doc["peers"]
+                          if p["scene"] == scene):
+            ax.plot([p["batch"]], [p["ns_per_world_step"]], marker, color="k", ms=9,
+                    label=f"{p['engine']} {p['method']}")
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=6)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch (worlds)")
+        ax.set_ylabel("ns per world-step")
+        ax.set_title(f"{scene}, {STEPS} steps")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(json_path: str | None = "results/bench.json", quick: bool = False,
+         backends: str | None = None, scenes: str | None = None, batches: str | None = None,
+         rewrites: str = "on", resume: bool = False, peers: bool = True,
+         plot_path: str | None = None) -> dict:
+    """Run the selected cases and peers; print the tables; write JSON and PNG."""
+    from tqdm.auto import tqdm
+
+    from symphys.errors import ParameterError
+
+    def names(text, allowed, what):
+        if text is None:
+            return None
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in allowed]
+        if bad:
+            raise ParameterError(f"bench: unknown {what} {bad}; choose from {list(allowed)}")
+        return items
+
+    scene_list = names(scenes, SCENES, "scenes")
+    backend_list = names(backends, BACKENDS, "backends")
+    rewrite_list = names(rewrites, ("on", "off"), "rewrites settings")
+    try:
+        batch_list = None if batches is None else [int(b) for b in batches.split(",")]
+    except ValueError:
+        raise ParameterError(f"bench: batches must be integers, got {batches!r}") from None
+    if batch_list is not None and min(batch_list) < 1:
+        raise ParameterError(f"bench: batches must be >= 1, got {batch_list}")
+    cases = select_cases(quick, scene_list, batch_list, backend_list, rewrite_list)
+
+    doc = {"steps": STEPS, "rows": [], "peers": [], "failures": [], "notes": []}
+    if resume and json_path and Path(json_path).exists():
+        old = json.loads(Path(json_path).read_text())
+        doc["rows"], doc["peers"] = old.get("rows", []), old.get("peers", [])
+        doc["notes"] = old.get("notes", [])
+    done = {_case_key(r) for r in doc["rows"]}
+    peer_done = {(p["scene"], p["batch"]) for p in doc["peers"]}
+    todo = [c for c in cases if c not in done]
+
+    def save():
+        doc["ratios"] = ratios(doc["rows"], doc["peers"])
+        doc["targets"] = targets(doc["rows"], doc["ratios"])
+        if json_path:
+            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(str(json_path) + ".tmp")
+            tmp.write_text(json.dumps(doc, indent=1))
+            tmp.replace(json_path)
+
+    for scene, batch, backend, on in tqdm(todo, desc="bench"):
+        try:
+            doc["rows"].append(run_case(scene, batch, backend, on))
+        except RuntimeError as exc:   # keep the other cases' numbers
+            doc["failures"].append({"scene": scene, "batch": batch, "backend": backend,
+                                    "rewrites": on, "error": str(exc)[-2000:]})
+            print(f"bench case {scene}/{batch}/{backend} failed:\n{exc}")
+        if peers and (scene, batch) not in peer_done:
+            rows, notes = run_peers(scene, batch)
+            doc["peers"].extend(rows)
+            doc["notes"].extend(notes)
+            peer_done.add((scene, batch))
+        save()
+    save()
+    print_report(doc)
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(doc, indent=1))
         print(f"wrote {json_path}")
+    if plot_path is None and json_path:
+        plot_path = str(Path(json_path).with_suffix(".png"))
+    if plot_path:
+        plot(doc, plot_path)
+        print(f"wrote {plot_path}")
     return doc

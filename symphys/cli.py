@@ -95,7 +95,9 @@ def _cmd_experiment(args) -> int:
 def _cmd_bench(args) -> int:
     from symphys import bench
 
-    bench.main(json_path=args.json, quick=args.quick, backends=args.backends)
+    bench.main(json_path=args.json, quick=args.quick, backends=args.backends,
+               scenes=args.scenes, batches=args.batches, rewrites=args.rewrites,
+               resume=args.resume, peers=not args.no_peers, plot_path=args.plot)
     return 0
 
 
@@ -128,8 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")
     p.add_argument("--json", default="results/bench.json")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--backends", default="numba,jax")
+    p.add_argument("--plot", default=None, help="PNG path (default: beside the JSON)")
+    p.add_argument("--quick", action="store_true", help="four small cases")
+    p.add_argument("--scenes", default=None,
+                   help="comma-separated, from ball,spheres16,arm,quadruped,array (default all)")
+    p.add_argument("--batches", default=None, help="comma-separated (default 1,16,128,1024)")
+    p.add_argument("--backends", default=None, help="comma-separated (default numba,jax,cvm)")
+    p.add_argument("--rewrites", default="on",
+                   help="on, off or on,off: with and without symphys' rewrites")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the cases already in --json and run the rest")
+    p.add_argument("--no-peers", action="store_true", help="skip MuJoCo and the kernel")
     p.set_defaults(func=_cmd_bench)
     return parser
 

@@ -12,6 +12,7 @@ import time
 import weakref
 from collections.abc import Callable
 
+from symphys import rewrites
 from symphys.backends import Compiled
 from symphys.rollout import quiet_graph_building
 
@@ -20,7 +21,9 @@ COMPILE_SECONDS: dict = {}   # cache key -> seconds spent compiling it
 
 
 def cached(key, build: Callable[[], Compiled]) -> Compiled:
-    """The function stored under `key`, built (and timed) on first use."""
+    """The function stored under `key`, built (and timed) on first use.
+    Whether symphys' rewrites are switched on is part of the key."""
+    key = (key, rewrites.enabled())
     if key not in _CACHE:
         start = time.perf_counter()
         with quiet_graph_building():

@@ -1,0 +1,93 @@
+"""`symphys bench`: case selection, batched worlds, peers, ratios and the
+target verdicts (the timings themselves are not asserted: shared machines
+are noisy)."""
+
+import numpy as np
+import pytest
+
+from symphys import bench
+from symphys.errors import ParameterError
+from symphys.scene_io import load_scene
+
+
+def test_jointed_worlds_move_as_a_whole():
+    scene = load_scene("quadruped")
+    params = bench._batched_params(scene, 5, np.random.default_rng(0))
+    offsets = [params[f"{b.name}.position"] - np.asarray(b.position) for b in scene.bodies]
+    for off in offsets[1:]:
+        np.testing.assert_allclose(off, offsets[0])
+    assert np.all(offsets[0][:, 2] >= 0) and np.ptp(offsets[0][:, 0]) > 0
+
+
+def test_free_bodies_are_jittered_apart():
+    scene = load_scene("spheres16")
+    params = bench._batched_params(scene, 3, np.random.default_rng(0))
+    a, b = (params[f"{n}.position"] - np.asarray(scene.bodies[i].position)
+            for i, n in enumerate(scene.body_names[:2]))
+    assert not np.allclose(a, b)
+    assert bench._batched_params(scene, 1, np.random.default_rng(0)) == {}
+
+
+def test_case_selection_and_bad_names():
+    assert bench.select_cases(True) == list(bench.QUICK_CASES)
+    cases = bench.select_cases(False, ["ball"], [1, 16], ["jax"], ("on", "off"))
+    assert cases == [("ball", 1, "jax", True), ("ball", 1, "jax", False),
+                     ("ball", 16, "jax", True), ("ball", 16, "jax", False)]
+    with pytest.raises(ParameterError, match="unknown scenes"):
+        bench.main(json_path=None, scenes="balll")
+    with pytest.raises(ParameterError, match="batches must be integers"):
+        bench.main(json_path=None, scenes="ball", batches="1,x")
+
+
+def _row(scene, batch, backend, on, fwd, grad):
+    return {"scene": scene, "batch": batch, "backend": backend, "rewrites": on,
+            "forward_ns_per_world_step": fwd, "gradient_ns_per_world_step": grad,
+            "gradient_over_forward": grad / fwd,
+            "gradient_s": grad * bench.STEPS * batch * 1e-9,
+            "compile_cold_s": 50.0, "compile_warm_s": 6.0}
+
+
+def test_ratios_and_target_verdicts():
+    rows = [_row("quadruped", 128, "numba", True, 1000.0, 3000.0),
+            _row("quadruped", 128, "jax", True, 500.0, 2500.0),
+            _row("array", 64, "numba", True, 100.0, 900.0),
+            _row("array", 64, "numba", False, 400.0, 1800.0)]
+    peers = [{"engine": "mujoco", "method": "mj_step", "scene": "quadruped", "batch": 128,
+              "ns_per_world_step": 2000.0}]
+    ratio_rows = bench.ratios(rows, peers)
+    found = {(r["what"], r["scene"]): r["ratio"] for r in ratio_rows}
+    assert found[("numba / jax forward", "quadruped")] == pytest.approx(2.0)
+    assert found[("numba / jax gradient", "quadruped")] == pytest.approx(1.2)
+    assert found[("numba rewrites on / off forward", "array")] == pytest.approx(0.25)
+    assert found[("numba forward / mujoco mj_step", "quadruped")] == pytest.approx(0.5)
+    verdicts = {t["target"]: t["status"] for t in bench.targets(rows, ratio_rows)}
+    assert verdicts["quadruped batch 128: forward+backward <= 4x forward"] == "not met"  # jax: 5x
+    assert verdicts["numba within 1.5x of jax at batch >= 16 (forward and gradient)"] \
+        == "not met"
+    assert verdicts["quadruped forward per world-step faster than MuJoCo's mj_step"] == "met"
+    assert verdicts["quadruped value_and_grad: cold compile <= 60 s"] == "met"
+    assert verdicts["quadruped value_and_grad: warm compile <= 5 s"] == "not met"
+    assert verdicts["sphere scene forward within 2x of the hand-written kernel"] \
+        == "not measured"
+
+
+def test_peers_run_on_the_same_scene():
+    kernel = bench.measure_peer("kernel", "spheres16", 4)
+    assert kernel[0]["engine"] == "kernel" and kernel[0]["ns_per_world_step"] > 0
+    pytest.importorskip("mujoco")
+    mj = bench.measure_peer("mujoco", "ball", 2)
+    assert {p["method"] for p in mj} == {"mj_step", "rollout"}
+    assert all(p["batch"] == 2 and p["ns_per_world_step"] > 0 for p in mj)
+
+
+def test_report_and_plot_from_rows(tmp_path, capsys):
+    rows = [dict(_row("array", 64, "numba", on, 100.0 * (1 + on), 900.0), peak_mb=10.0)
+            for on in (True, False)]
+    doc = {"steps": bench.STEPS, "rows": rows, "peers": [], "notes": ["a note"]}
+    doc["ratios"] = bench.ratios(rows, [])
+    doc["targets"] = bench.targets(rows, doc["ratios"])
+    bench.print_report(doc)
+    out = capsys.readouterr().out
+    assert "numba rewrites on / off forward" in out and "not measured" in out
+    bench.plot(doc, str(tmp_path / "bench.png"))
+    assert (tmp_path / "bench.png").stat().st_size > 1000
