@@ -87,7 +87,7 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
         extra = [] if action is None else [action]
         return compile([n_steps, *sym.values(), *extra], comps, backend)
 
-    return cached(key, build)
+    return cached(key, build, backend)
 
 
 def simulate(scene: Scene, steps: int, params: dict | None = None,
@@ -141,7 +141,7 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
         grads = pytensor.grad(value, [targets[name] for name in wrt])
         return compile(list(sym.values()) + extra, [value, *grads], backend)
 
-    return cached(key, build)
+    return cached(key, build, backend)
 
 
 def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[str] = (),
@@ -161,7 +161,7 @@ def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[s
         traj = trajectory_from_components(scene, comps, steps, bool(batched))
         return compile(list(sym.values()), pt.as_tensor_variable(loss(traj)), backend)
 
-    return cached(key, build)
+    return cached(key, build, backend)
 
 
 def parameter_values(scene: Scene, params: dict | None):

@@ -70,16 +70,17 @@ EXCLUDED_REWRITES = ("useless_symmetric_transpose", "dot_diag_to_elemwise",
                      "local_slice_read_of_write", "extract_diag_lift_pass")
 
 
-def _with_rewrites(mode: Mode, on: bool | None) -> Mode:
+def _with_rewrites(mode: Mode, on: bool) -> Mode:
     mode = mode.excluding(*EXCLUDED_REWRITES)
-    return rewrites.register_in(mode) if (rewrites.enabled() if on is None else on) else mode
+    return rewrites.register_in(mode) if on else mode
 
 
 def mode_for(backend: "str | Backend", rewrites_on: bool | None = None) -> Mode:
     """The PyTensor compilation mode of a backend: PyTensor's rewrites less
-    the exclusions above, plus symphys' own (`symphys.rewrites`) unless
-    `rewrites_on` is False (None: as `rewrites.switched` says)."""
-    return _with_rewrites(_base_mode(backend), rewrites_on)
+    the exclusions above, plus symphys' own (`symphys.rewrites`) when
+    `rewrites_on` (None: `rewrites.enabled(backend)`)."""
+    on = rewrites.enabled(backend) if rewrites_on is None else rewrites_on
+    return _with_rewrites(_base_mode(backend), on)
 
 
 def loop_mode() -> Mode:
@@ -89,7 +90,7 @@ def loop_mode() -> Mode:
     above, plus symphys' rewrites unless switched off while the graph is
     built. Numba and JAX take only its rewrites when they convert a loop, so
     the choice must travel with the scan."""
-    return _with_rewrites(Mode("cvm", "fast_run"), None)
+    return _with_rewrites(Mode("cvm", "fast_run"), rewrites.enabled())
 
 
 def _base_mode(backend: "str | Backend") -> Mode:
@@ -152,13 +153,13 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
     With `disk_cache` (and no extra `pytensor.function` keywords) the
     rewritten graph is kept on disk (`symphys.compile_cache`), so compiling
     the same graph in another process skips PyTensor's rewrites.
-    `rewrites_on=False` leaves out symphys' own rewrites (None: as
-    `rewrites.switched` says; loops built inside `switched(False)` leave
-    them out too)."""
+    `rewrites_on` chooses symphys' own rewrites for this graph (None:
+    `rewrites.enabled(backend)`); its loops carry the choice made when they
+    were built (`rewrites.switched`, `rewrites.for_backend`)."""
     backend = as_backend(backend)
     inputs = list(inputs)
     names = [getattr(i, "name", None) for i in inputs]
-    on = rewrites.enabled() if rewrites_on is None else bool(rewrites_on)
+    on = rewrites.enabled(backend) if rewrites_on is None else bool(rewrites_on)
     mode = mode_for(backend, on)
     single = not isinstance(outputs, (list, tuple))
     use_cache = disk_cache and not kwargs and compile_cache.cache_dir() is not None

@@ -223,62 +223,75 @@ def run_peers(scene: str, batch: int) -> tuple[list[dict], list[str]]:
 
 
 def select_cases(quick: bool, scenes=None, batches=None, backends=None,
-                 rewrites=("on",)) -> list[tuple]:
-    """(scene, batch, backend, rewrites_on) cases to run."""
+                 rewrites=("default",)) -> list[tuple]:
+    """(scene, batch, backend, rewrites_on) cases to run; a rewrites setting
+    is "default" (the backend's: `rewrites.default_for`), "on" or "off"."""
+    from symphys.rewrites import default_for
+
     if quick and not (scenes or batches or backends):
         return list(QUICK_CASES)
-    scenes = scenes or SCENES
-    batches = batches or BATCHES
-    backends = backends or BACKENDS
-    return [(s, b, k, r == "on") for s in scenes for b in batches for k in backends
-            for r in rewrites]
+    cases = []
+    for s in scenes or SCENES:
+        for b in batches or BATCHES:
+            for k in backends or BACKENDS:
+                for r in rewrites:
+                    case = (s, b, k, default_for(k) if r == "default" else r == "on")
+                    if case not in cases:
+                        cases.append(case)
+    return cases
+
+
+def _is_default(row) -> bool:
+    from symphys.rewrites import default_for
+    return bool(row["rewrites"]) == default_for(row["backend"])
 
 
 def ratios(rows: list[dict], peers: list[dict]) -> list[dict]:
-    """The comparisons that matter, each measured in this run."""
+    """The comparisons that matter, each measured in this run: numba / jax
+    (each with its default rewrites), rewrites on / off (same backend), and
+    each backend's forward against the peers."""
     out = []
     by = {(r["scene"], r["batch"], r["backend"], r["rewrites"]): r for r in rows}
+    default = {(r["scene"], r["batch"], r["backend"]): r for r in rows if _is_default(r)}
+    for (scene, batch, backend), r in sorted(default.items()):
+        if backend == "numba" and (scene, batch, "jax") in default:
+            jx = default[(scene, batch, "jax")]
+            for kind in ("forward", "gradient"):
+                out.append({"what": f"numba / jax {kind}", "scene": scene, "batch": batch,
+                            "ratio": r[f"{kind}_ns_per_world_step"]
+                            / jx[f"{kind}_ns_per_world_step"]})
     for (scene, batch, backend, on), r in sorted(by.items()):
-        fwd = r["forward_ns_per_world_step"]
-        if backend == "numba" and (scene, batch, "jax", on) in by:
-            jx = by[(scene, batch, "jax", on)]
-            out.append({"what": "numba / jax forward", "scene": scene, "batch": batch,
-                        "rewrites": on, "ratio": fwd / jx["forward_ns_per_world_step"]})
-            out.append({"what": "numba / jax gradient", "scene": scene, "batch": batch,
-                        "rewrites": on, "ratio": r["gradient_ns_per_world_step"]
-                        / jx["gradient_ns_per_world_step"]})
         if on and (scene, batch, backend, False) in by:
             off = by[(scene, batch, backend, False)]
-            out.append({"what": f"{backend} rewrites on / off forward", "scene": scene,
-                        "batch": batch, "rewrites": on,
-                        "ratio": fwd / off["forward_ns_per_world_step"]})
-            out.append({"what": f"{backend} rewrites on / off gradient", "scene": scene,
-                        "batch": batch, "rewrites": on,
-                        "ratio": r["gradient_ns_per_world_step"]
-                        / off["gradient_ns_per_world_step"]})
+            for kind in ("forward", "gradient"):
+                out.append({"what": f"{backend} rewrites on / off {kind}", "scene": scene,
+                            "batch": batch, "ratio": r[f"{kind}_ns_per_world_step"]
+                            / off[f"{kind}_ns_per_world_step"]})
+    for (scene, batch, backend), r in sorted(default.items()):
         for p in peers:
             if p["scene"] == scene and p["batch"] == batch:
                 out.append({"what": f"{backend} forward / {p['engine']} {p['method']}",
-                            "scene": scene, "batch": batch, "rewrites": on,
-                            "ratio": fwd / p["ns_per_world_step"]})
+                            "scene": scene, "batch": batch,
+                            "ratio": r["forward_ns_per_world_step"] / p["ns_per_world_step"]})
     return out
 
 
-def _find(ratios_: list[dict], what: str, **match) -> list[dict]:
-    return [r for r in ratios_ if r["what"] == what
+def _find(ratio_rows: list[dict], what: str, **match) -> list[dict]:
+    return [r for r in ratio_rows if r["what"] == what
             and all(r.get(k) == v for k, v in match.items())]
 
 
 def targets(rows: list[dict], ratio_rows: list[dict]) -> list[dict]:
-    """Issue 4's targets, each met / not met / not measured in this run."""
+    """Issue 4's targets, each met / not met / not measured in this run
+    (each backend with its default rewrites)."""
     def verdict(name, values, ok):
         if not values:
             return {"target": name, "status": "not measured", "values": []}
         return {"target": name, "status": "met" if all(ok(v) for v in values) else "not met",
                 "values": values}
 
-    quad = [r for r in rows if r["scene"] == "quadruped" and r["rewrites"]]
-    out = [
+    quad = [r for r in rows if r["scene"] == "quadruped" and _is_default(r)]
+    return [
         verdict("quadruped batch 128: forward+backward <= 4x forward",
                 [r["gradient_over_forward"] for r in quad if r["batch"] == 128],
                 lambda v: v <= 4),
@@ -287,25 +300,22 @@ def targets(rows: list[dict], ratio_rows: list[dict]) -> list[dict]:
                 lambda v: v <= 1.01),
         verdict("numba within 1.5x of jax at batch >= 16 (forward and gradient)",
                 [r["ratio"] for r in ratio_rows if r["what"].startswith("numba / jax")
-                 and r["batch"] >= 16 and r["rewrites"]], lambda v: v <= 1.5),
+                 and r["batch"] >= 16], lambda v: v <= 1.5),
         verdict("numba faster than jax at batch 1 (forward and gradient)",
                 [r["ratio"] for r in ratio_rows if r["what"].startswith("numba / jax")
-                 and r["batch"] == 1 and r["rewrites"] and r["scene"] != "array"],
-                lambda v: v < 1),
+                 and r["batch"] == 1], lambda v: v < 1),
         verdict("sphere scene forward within 2x of the hand-written kernel",
                 [r["ratio"] for r in _find(ratio_rows, "numba forward / kernel hand-written numba",
-                                           scene="spheres16", rewrites=True)],
+                                           scene="spheres16")],
                 lambda v: v <= 2),
         verdict("quadruped forward per world-step faster than MuJoCo's mj_step",
                 [r["ratio"] for r in ratio_rows if r["scene"] == "quadruped"
-                 and r["what"].endswith("mujoco mj_step") and r["rewrites"]],
-                lambda v: v < 1),
+                 and r["what"].endswith("mujoco mj_step")], lambda v: v < 1),
         verdict("quadruped value_and_grad: cold compile <= 60 s",
                 [r["compile_cold_s"] for r in quad], lambda v: v <= 60),
         verdict("quadruped value_and_grad: warm compile <= 5 s",
                 [r["compile_warm_s"] for r in quad], lambda v: v <= 5),
     ]
-    return out
 
 
 def _case_key(row) -> tuple:
@@ -330,9 +340,9 @@ def print_report(doc: dict) -> None:
                       f"{p['ns_per_world_step']:.0f}"] for p in doc["peers"]]))
     if doc["ratios"]:
         print("\nratios (measured side by side in this run)")
-        print(table(["what", "scene", "B", "rewrites", "ratio"],
-                    [[r["what"], r["scene"], r["batch"], "on" if r["rewrites"] else "off",
-                      f"{r['ratio']:.2f}"] for r in doc["ratios"]]))
+        print(table(["what", "scene", "B", "ratio"],
+                    [[r["what"], r["scene"], r["batch"], f"{r['ratio']:.2f}"]
+                     for r in doc["ratios"]]))
     print("\ntargets")
     print(table(["target", "status", "values"],
                 [[t["target"], t["status"], ", ".join(f"{v:.3g}" for v in t["values"])]
@@ -388,7 +398,7 @@ def plot(doc: dict, path: str) -> None:
 
 def main(json_path: str | None = "results/bench.json", quick: bool = False,
          backends: str | None = None, scenes: str | None = None, batches: str | None = None,
-         rewrites: str = "on", resume: bool = False, peers: bool = True,
+         rewrites: str = "default", resume: bool = False, peers: bool = True,
          plot_path: str | None = None) -> dict:
     """Run the selected cases and peers; print the tables; write JSON and PNG."""
     from tqdm.auto import tqdm
@@ -406,7 +416,7 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
 
     scene_list = names(scenes, SCENES, "scenes")
     backend_list = names(backends, BACKENDS, "backends")
-    rewrite_list = names(rewrites, ("on", "off"), "rewrites settings")
+    rewrite_list = names(rewrites, ("default", "on", "off"), "rewrites settings")
     try:
         batch_list = None if batches is None else [int(b) for b in batches.split(",")]
     except ValueError:

@@ -136,8 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated, from ball,spheres16,arm,quadruped,array (default all)")
     p.add_argument("--batches", default=None, help="comma-separated (default 1,16,128,1024)")
     p.add_argument("--backends", default=None, help="comma-separated (default numba,jax,cvm)")
-    p.add_argument("--rewrites", default="on",
-                   help="on, off or on,off: with and without symphys' rewrites")
+    p.add_argument("--rewrites", default="default",
+                   help="default (numba, cvm: on; jax: off), on, off, or a list such as "
+                        "on,off: with and without symphys' rewrites")
     p.add_argument("--resume", action="store_true",
                    help="keep the cases already in --json and run the rest")
     p.add_argument("--no-peers", action="store_true", help="skip MuJoCo and the kernel")

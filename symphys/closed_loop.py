@@ -78,7 +78,7 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
         grads = pytensor.grad(value, [*weights.values(), *params.values()])
         return compile(inputs, [value, *grads], backend)
 
-    return cached(key, build)
+    return cached(key, build, backend)
 
 
 def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, task=None, *,
@@ -103,7 +103,7 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
         outs = [pick(getattr(traj, field)[n]) for field in _FIELDS for n in scene.body_names]
         return compile([task_in, *inputs.values()], outs, backend)
 
-    fn = cached(key, build)
+    fn = cached(key, build, backend)
     task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)
     outs = fn(task, *(weights[n] for n in controller.parameter_shapes()))
     names = scene.body_names

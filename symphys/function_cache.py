@@ -20,13 +20,14 @@ _CACHE: dict = {}
 COMPILE_SECONDS: dict = {}   # cache key -> seconds spent compiling it
 
 
-def cached(key, build: Callable[[], Compiled]) -> Compiled:
-    """The function stored under `key`, built (and timed) on first use.
-    Whether symphys' rewrites are switched on is part of the key."""
-    key = (key, rewrites.enabled())
+def cached(key, build: Callable[[], Compiled], backend) -> Compiled:
+    """The function stored under `key`, built (and timed) on first use for
+    `backend`, with symphys' rewrites as `rewrites.enabled(backend)` says
+    (part of the key)."""
+    key = (key, rewrites.enabled(backend))
     if key not in _CACHE:
         start = time.perf_counter()
-        with quiet_graph_building():
+        with quiet_graph_building(), rewrites.for_backend(backend):
             _CACHE[key] = build()
         COMPILE_SECONDS[key] = time.perf_counter() - start
     return _CACHE[key]

@@ -31,9 +31,10 @@ Hoisting what does not change across steps out of a loop is PyTensor's own
 `scan_push_out_non_seq`, which symphys' loop mode keeps (tested in
 tests/test_rewrites.py).
 
-The rewrites run in every mode `symphys.backends` builds, after PyTensor's
-`stabilize` stage and before scans are rewritten and Ops specialised
-(`POSITION`). `switched(False)` turns them off for graphs built and
+The rewrites run in the modes `symphys.backends` builds for Numba and CVM
+(not JAX: `default_for`), cancellations before PyTensor's canonicalisation,
+components after its `stabilize` stage and before scans are rewritten and
+Ops specialised. `switched(on)` forces them on or off for graphs built and
 compiled inside it, for side-by-side measurements.
 """
 
@@ -60,24 +61,44 @@ SMALL = 4
 # Part of the on-disk graph cache key: bump when a rewrite changes.
 VERSION = 1
 
-_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("symphys_rewrites",
-                                                                default=True)
+_FORCED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("symphys_rewrites",
+                                                                       default=None)
 
 
-def enabled() -> bool:
-    """Whether graphs built and compiled now get symphys' rewrites."""
-    return _ENABLED.get()
+def default_for(backend) -> bool:
+    """Whether a backend gets the rewrites unless told otherwise: Numba and
+    CVM do (they pay per Op, and components fuse into few loops); JAX does
+    not (XLA fuses (..., 3) arrays itself, and the component form ran the
+    array toy step 2.3x slower there: README, "Speed")."""
+    return str(getattr(backend, "value", backend)).lower() != "jax"
+
+
+def enabled(backend=None) -> bool:
+    """Whether graphs built and compiled now get symphys' rewrites: as
+    `switched` forces, else the backend's default (True when no backend is
+    named)."""
+    forced = _FORCED.get()
+    if forced is not None:
+        return forced
+    return True if backend is None else default_for(backend)
 
 
 @contextlib.contextmanager
-def switched(on: bool):
-    """Turn symphys' rewrites on or off for the graphs built and compiled
-    inside the block (their loops carry the choice in their modes)."""
-    token = _ENABLED.set(bool(on))
+def switched(on: bool | None):
+    """Force symphys' rewrites on or off (None: each backend's default) for
+    the graphs built and compiled inside the block; loops carry the choice
+    in their modes, so build and compile inside the same block."""
+    token = _FORCED.set(None if on is None else bool(on))
     try:
         yield
     finally:
-        _ENABLED.reset(token)
+        _FORCED.reset(token)
+
+
+def for_backend(backend):
+    """The block in which a graph for `backend` is built: its loops get the
+    rewrites when `enabled(backend)`."""
+    return switched(enabled(backend))
 
 
 def _static_int(v) -> int | None:

@@ -33,6 +33,9 @@ def test_case_selection_and_bad_names():
     cases = bench.select_cases(False, ["ball"], [1, 16], ["jax"], ("on", "off"))
     assert cases == [("ball", 1, "jax", True), ("ball", 1, "jax", False),
                      ("ball", 16, "jax", True), ("ball", 16, "jax", False)]
+    # Each backend's default: numba with the rewrites, jax without.
+    assert bench.select_cases(False, ["ball"], [1], ["numba", "jax"], ("default", "off")) \
+        == [("ball", 1, "numba", True), ("ball", 1, "numba", False), ("ball", 1, "jax", False)]
     with pytest.raises(ParameterError, match="unknown scenes"):
         bench.main(json_path=None, scenes="balll")
     with pytest.raises(ParameterError, match="batches must be integers"):
@@ -49,7 +52,8 @@ def _row(scene, batch, backend, on, fwd, grad):
 
 def test_ratios_and_target_verdicts():
     rows = [_row("quadruped", 128, "numba", True, 1000.0, 3000.0),
-            _row("quadruped", 128, "jax", True, 500.0, 2500.0),
+            _row("quadruped", 128, "jax", False, 500.0, 2500.0),
+            _row("quadruped", 128, "jax", True, 50.0, 250.0),      # not jax's default
             _row("array", 64, "numba", True, 100.0, 900.0),
             _row("array", 64, "numba", False, 400.0, 1800.0)]
     peers = [{"engine": "mujoco", "method": "mj_step", "scene": "quadruped", "batch": 128,

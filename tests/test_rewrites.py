@@ -184,3 +184,19 @@ def test_compiled_array_step_same_with_rewrites_on_and_off(backend):
                 assert small
     for a, b in zip(results[False], results[True]):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+def test_backend_defaults_and_forcing():
+    assert rewrites.enabled("numba") and rewrites.enabled("cvm")
+    assert not rewrites.enabled("jax") and not rewrites.enabled(backends.Backend.JAX)
+    tags = lambda mode: set(mode.provided_optimizer.include)
+    assert rewrites.TAG in tags(backends.mode_for("numba"))
+    assert rewrites.TAG not in tags(backends.mode_for("jax"))
+    with rewrites.switched(True):
+        assert rewrites.enabled("jax") and rewrites.TAG in tags(backends.mode_for("jax"))
+        with rewrites.for_backend("numba"):
+            assert rewrites.TAG in tags(backends.loop_mode())
+    with rewrites.switched(False):
+        assert rewrites.TAG not in tags(backends.loop_mode())
+    with rewrites.for_backend("jax"):              # loops built for jax
+        assert rewrites.TAG not in tags(backends.loop_mode())

@@ -86,7 +86,7 @@ def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int,
         return compile([offset, *weights.values()], outs, backend)
 
     if keep:
-        return cached(key, build)
+        return cached(key, build, backend)
     with quiet_graph_building():
         return build()
 
