@@ -132,6 +132,16 @@ def _component_index(node) -> dict | None:
     return picks or None
 
 
+def _component_read(node, op_type) -> tuple[dict, object] | None:
+    """(picks, x) when `node` reads constant components `picks` of x, an
+    output of an `op_type` node; else None."""
+    picks = _component_index(node)
+    x = node.inputs[0]
+    if picks is None or x.owner is None or not isinstance(x.owner.op, op_type):
+        return None
+    return picks, x
+
+
 def _take(x, picks: dict):
     """x indexed at constant components {axis: index}; an axis of length
     one that broadcasts takes its only entry."""
@@ -200,10 +210,10 @@ def local_subtensor_of_join_axis(fgraph, node):
     # join(a, x, y, z)[.., 1 (on axis a), ..] -> y[.., 0, ..] when the pieces
     # have static lengths along a. (PyTensor lifts indices on the other
     # axes; this one picks the piece.)
-    picks = _component_index(node)
-    joined = node.inputs[0]
-    if picks is None or joined.owner is None or not isinstance(joined.owner.op, Join):
+    found = _component_read(node, Join)
+    if found is None:
         return None
+    picks, joined = found
     axis_var, *pieces = joined.owner.inputs
     axis = _static_int(axis_var)
     if axis is None:
@@ -239,10 +249,10 @@ def local_components_of_elemwise(fgraph, node):
     # of f(x, y) takes constant components: the elementwise work is split
     # between the components, not repeated. (PyTensor's own lift needs a
     # single reader.) Broadcast inputs take their only entry.
-    picks = _component_index(node)
-    elem = node.inputs[0]
-    if picks is None or elem.owner is None or not isinstance(elem.owner.op, Elemwise):
+    found = _component_read(node, Elemwise)
+    if found is None:
         return None
+    picks, elem = found
     if len(elem.owner.outputs) != 1 or not _reads_components_only(fgraph, elem):
         return None
     inputs = [_take(x, picks) for x in elem.owner.inputs]
@@ -348,11 +358,10 @@ def local_components_of_dimshuffle(fgraph, node):
     #   -> the same components of x, rearranged: R.T[.., 0, 1] -> R[.., 1, 0],
     #   x[..., None][.., 2, 0] -> x[.., 2]. A DimShuffle is a view, so it
     #   needs no single reader.
-    picks = _component_index(node)
-    shuffled = node.inputs[0]
-    if picks is None or shuffled.owner is None \
-            or not isinstance(shuffled.owner.op, DimShuffle):
+    found = _component_read(node, DimShuffle)
+    if found is None:
         return None
+    picks, shuffled = found
     x = shuffled.owner.inputs[0]
     order = shuffled.owner.op.new_order
     in_picks = {order[k]: v for k, v in picks.items() if order[k] != "x"}
