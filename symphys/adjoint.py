@@ -31,6 +31,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.op import io_connection_pattern
 from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors, graph_inputs, io_toposort
+from pytensor.raise_op import Assert
 from pytensor.tensor.rewriting.ofg import inline_ofg_node
 
 from symphys.backends import loop_mode
@@ -44,14 +45,34 @@ class LoopOptions:
       multiplied by this factor (the paper's 0.95 trick: far-future losses
       weigh less; 1 gives the exact gradient).
     truncate: if > 0, the cotangent is cut every `truncate` steps
-      (truncated back-propagation through time)."""
+      (truncated back-propagation through time).
+    checkpoint: if > 0, the loop keeps (and returns) the state every
+      `checkpoint` steps only, and the reverse pass recomputes each segment
+      of that many steps from the state kept before it: memory for T / K
+      states instead of T, for one more forward pass; the same gradient.
+      The number of steps must be a multiple of it."""
 
     gradient_decay: float = 1.0
     truncate: int = 0
+    checkpoint: int = 0
+
+    def __post_init__(self):
+        from symphys.errors import ParameterError
+        if self.checkpoint < 0 or self.truncate < 0:
+            raise ParameterError(f"LoopOptions: checkpoint ({self.checkpoint}) and truncate "
+                                 f"({self.truncate}) must be >= 0")
+        if self.checkpoint and self.truncate:
+            raise ParameterError("LoopOptions: checkpoint and truncate cannot be combined "
+                                 "(truncation counts steps across segments)")
 
     @property
     def exact(self) -> bool:
         return self.gradient_decay == 1.0 and self.truncate == 0
+
+    @property
+    def stride(self) -> int:
+        """Steps between two returned states."""
+        return max(self.checkpoint, 1)
 
 
 def inline_loops(outs: list) -> list:
@@ -81,6 +102,59 @@ def _forward(run, state0, leaves, n_steps, name: str):
 
     return pytensor.scan(body, outputs_info=list(state0), non_sequences=list(leaves),
                          n_steps=n_steps, return_updates=False, name=name, mode=loop_mode())
+
+
+def _forward_kept(run, state0, leaves, n_steps, every: int, name: str):
+    """States after every `every` steps: sequences (n_steps // every, ...)."""
+    n_state = len(state0)
+
+    def segment(*args):
+        seqs = _forward(run, list(args[:n_state]), list(args[n_state:]), every,
+                        f"{name}_segment")
+        seqs = seqs if isinstance(seqs, (list, tuple)) else [seqs]
+        return [q[-1] for q in seqs]
+
+    return pytensor.scan(segment, outputs_info=list(state0), non_sequences=list(leaves),
+                         n_steps=n_steps // every, return_updates=False,
+                         name=f"{name}_kept", mode=loop_mode())
+
+
+def _adjoint_kept(run, state0, leaves, n_steps, kept, cotangents, options: LoopOptions,
+                  name: str):
+    """Gradients of sum_j <g_j, kept_j> (kept_j the state after (j+1)·K
+    steps) with respect to state0 and leaves: a reverse scan over segments
+    that recomputes each segment from the state kept before it and runs the
+    step adjoint over it."""
+    n_state, n_leaves, every = len(state0), len(leaves), options.checkpoint
+    inner = LoopOptions(gradient_decay=options.gradient_decay)
+    cots = [pt.zeros_like(o) if isinstance(c.type, DisconnectedType) else c
+            for o, c in zip(kept, cotangents)]
+    starts = [pt.concatenate([s0[None], k[:-1]], axis=0) for s0, k in zip(state0, kept)]
+
+    def body(*args):
+        start = list(args[:n_state])
+        g_end = list(args[n_state:2 * n_state])
+        adj = list(args[2 * n_state:3 * n_state])
+        acc = list(args[3 * n_state:3 * n_state + n_leaves])
+        lv = list(args[3 * n_state + n_leaves:])
+        seqs = _forward(run, start, lv, every, f"{name}_recompute")
+        seqs = list(seqs) if isinstance(seqs, (list, tuple)) else [seqs]
+        # Cotangents of the segment's states: only its last one is read
+        # outside (g_end) or by the later segments (adj).
+        seg_cots = [pt.zeros_like(q)[:-1] for q in seqs]
+        seg_cots = [pt.concatenate([z, (g + a)[None]], axis=0)
+                    for z, g, a in zip(seg_cots, g_end, adj)]
+        grads = _adjoint(run, start, lv, every, seqs, seg_cots, inner, f"{name}_segment")
+        back, leaf = grads[:n_state], grads[n_state:]
+        return inline_loops(list(back) + [a + g for a, g in zip(acc, leaf)])
+
+    init = [pt.zeros_like(s) for s in state0] + [pt.zeros_like(lf) for lf in leaves]
+    res = pytensor.scan(body, sequences=[q[::-1] for q in starts] + [c[::-1] for c in cots],
+                        outputs_info=init, non_sequences=list(leaves),
+                        n_steps=n_steps // every, return_updates=False,
+                        name=f"{name}_adjoint_kept", mode=loop_mode())
+    res = res if isinstance(res, (list, tuple)) else [res]
+    return [r[-1] for r in res]
 
 
 def _differentiable(x) -> bool:
@@ -139,16 +213,25 @@ def _adjoint(run, state0, leaves, n_steps, outputs, cotangents, options: LoopOpt
 def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopOptions(),
                       name: str = "symphys_loop") -> list:
     """Sequences s_1..s_T (each (T, *state shape)) of `state <- run(state,
-    leaves)`; run maps two lists of tensors to the list of next states."""
+    leaves)`; run maps two lists of tensors to the list of next states.
+    With `options.checkpoint` = K > 0: s_K, s_2K, .., s_T ((T / K, ...))."""
     state0 = [pt.as_tensor_variable(s) for s in state0]
     leaves = [pt.as_tensor_variable(lf) for lf in leaves]
     n_steps = pt.as_tensor_variable(n_steps).astype("int64")
+    if options.checkpoint:
+        every = options.checkpoint
+        n_steps = Assert(f"the number of steps must be a multiple of checkpoint={every}")(
+            n_steps, pt.eq(n_steps % every, 0))
     n_state, n_leaves = len(state0), len(leaves)
 
     inner_state = [s.type() for s in state0]
     inner_leaves = [lf.type() for lf in leaves]
     inner_n = n_steps.type()
-    inner_out = _forward(run, inner_state, inner_leaves, inner_n, name)
+    if options.checkpoint:
+        inner_out = _forward_kept(run, inner_state, inner_leaves, inner_n,
+                                  options.checkpoint, name)
+    else:
+        inner_out = _forward(run, inner_state, inner_leaves, inner_n, name)
     inner_out = list(inner_out) if isinstance(inner_out, (list, tuple)) else [inner_out]
     # Leaves the loop never reads (e.g. a sphere's box size) must report a
     # disconnected gradient, not zeros, to agree with the Op's connection
@@ -160,7 +243,8 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
         s0 = inputs[:n_state]
         lv = inputs[n_state:n_state + n_leaves]
         live = [not isinstance(c.type, DisconnectedType) for c in cotangents]
-        grads = _adjoint(run, s0, lv, inputs[-1], outputs, cotangents, options, name)
+        adjoint = _adjoint_kept if options.checkpoint else _adjoint
+        grads = adjoint(run, s0, lv, inputs[-1], outputs, cotangents, options, name)
         grads = [g if any(p and lv_ for p, lv_ in zip(row, live)) and _differentiable(x)
                  else disconnected_type()
                  for g, row, x in zip(grads, pattern, list(s0) + list(lv))]

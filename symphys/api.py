@@ -19,6 +19,7 @@ from symphys.function_cache import LossKey, cached
 from symphys.params import check_names, parameter_shapes, resolve_values
 from symphys.rollout import Trajectory, rollout_states, trajectory_from_components
 from symphys.scene import Scene
+from symphys.timeloop import LoopOptions
 
 
 def _inputs(scene: Scene, batched: set[str], batch: int | None = None) -> dict:
@@ -118,20 +119,24 @@ def _check_steps(steps) -> int:
 def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[str],
                             batched: Iterable[str] = (), backend="numba",
                             batch: int | None = None,
-                            action_batched: bool = False) -> Compiled:
+                            action_batched: bool = False,
+                            options: LoopOptions = LoopOptions()) -> Compiled:
     """Compiled f(*parameters[, action]) -> [loss, *gradients in `wrt`
-    order]; `wrt` may name "action" (the motor commands) too."""
+    order]; `wrt` may name "action" (the motor commands) too. `options`:
+    the reverse pass (gradient decay, truncation, checkpoints: with
+    checkpoint K the loss sees every K-th state)."""
     backend = as_backend(backend)
     batched = frozenset(batched)
     size = static_batch(backend, bool(batched) or action_batched, batch)
     key = ("grad", scene.structure_key(), steps, LossKey(loss), tuple(wrt), batched,
-           backend, size, action_batched)
+           backend, size, action_batched, options)
 
     def build():
         sym = _inputs(scene, set(batched), size)
         action = _action_input(scene, action_batched, size)
-        comps, _ = rollout_states(scene, steps, sym, action)
-        traj = trajectory_from_components(scene, comps, steps, bool(batched or action_batched))
+        comps, _ = rollout_states(scene, steps, sym, action, options=options)
+        traj = trajectory_from_components(scene, comps, steps, bool(batched or action_batched),
+                                          stride=options.stride)
         value = pt.as_tensor_variable(loss(traj))
         if value.ndim != 0:
             from symphys.errors import ParameterError
@@ -145,20 +150,24 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
 
 
 def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[str] = (),
-                   backend="numba", batch: int | None = None) -> Compiled:
+                   backend="numba", batch: int | None = None,
+                   options: LoopOptions = LoopOptions()) -> Compiled:
     """Compiled f(*parameters) -> loss(trajectory), no gradient.
 
     With batched parameters the loss sees a batched trajectory and may
-    return one value per world."""
+    return one value per world; with `options.checkpoint` K, every K-th
+    state."""
     backend = as_backend(backend)
     batched = frozenset(batched)
     size = static_batch(backend, bool(batched), batch)
-    key = ("value", scene.structure_key(), steps, LossKey(loss), batched, backend, size)
+    key = ("value", scene.structure_key(), steps, LossKey(loss), batched, backend, size,
+           options)
 
     def build():
         sym = _inputs(scene, set(batched), size)
-        comps, _ = rollout_states(scene, steps, sym)
-        traj = trajectory_from_components(scene, comps, steps, bool(batched))
+        comps, _ = rollout_states(scene, steps, sym, options=options)
+        traj = trajectory_from_components(scene, comps, steps, bool(batched),
+                                          stride=options.stride)
         return compile(list(sym.values()), pt.as_tensor_variable(loss(traj)), backend)
 
     return cached(key, build, backend)

@@ -88,9 +88,9 @@ def _median_time(fn, args, repeats: int) -> float:
     return float(np.median(times))
 
 
-def _engine_functions(scene_name: str, batch: int, backend: str):
+def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = STEPS):
     """(forward, gradient, args, bodies, forward compile s, gradient compile
-    s) for a shipped scene."""
+    s) for a shipped scene, `steps` steps."""
     from symphys.api import parameter_values, value_and_grad_function, value_function
     from symphys.scene_io import load_scene
 
@@ -101,11 +101,11 @@ def _engine_functions(scene_name: str, batch: int, backend: str):
     wrt = [f"{scene.bodies[0].name}.velocity"]
     size = batch if batched else None
     start = time.perf_counter()
-    fwd = value_function(scene, STEPS, loss, batched, backend, batch=size)
+    fwd = value_function(scene, steps, loss, batched, backend, batch=size)
     fwd(*args)
     compile_fwd = time.perf_counter() - start
     start = time.perf_counter()
-    grad = value_and_grad_function(scene, STEPS, loss, wrt, batched, backend, batch=size)
+    grad = value_and_grad_function(scene, steps, loss, wrt, batched, backend, batch=size)
     grad(*args)
     return fwd, grad, args, len(scene.bodies), compile_fwd, time.perf_counter() - start
 

@@ -130,8 +130,14 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
     action: motor commands held for the whole rollout, (M,) or (B, M); or
     controller (`symphys.nn`) with its parameters {name: tensor}, reading the
     scene's sensors each step (task: (B, n_targets) target inputs).
-    options: gradient decay / truncation of the reverse pass.
+    options: gradient decay / truncation of the reverse pass; with
+    `options.checkpoint` = K the sequences hold every K-th state only
+    (steps / K + 1 entries).
     """
+    if options.checkpoint and isinstance(steps, (int, np.integer)) \
+            and steps % options.checkpoint:
+        raise ParameterError(f"{scene.source}: steps ({steps}) must be a multiple of "
+                             f"checkpoint ({options.checkpoint})")
     p = full_parameters(scene, params)
     batched = split_batched(scene, p)
     with quiet_graph_building():
@@ -165,8 +171,9 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
 
 
 def trajectory_from_components(scene: Scene, comps, steps, batched: bool,
-                               lib=pt) -> Trajectory:
-    """Assemble per-body fields from the 18 (T+1, B, N) component sequences.
+                               lib=pt, stride: int = 1) -> Trajectory:
+    """Assemble per-body fields from the 18 (T+1, B, N) component sequences
+    (`stride` steps apart: a checkpointed rollout keeps every K-th state).
 
     lib is `pytensor.tensor` for symbolic trajectories or `numpy`."""
     def per_body(parts, i, shape):
@@ -178,7 +185,7 @@ def trajectory_from_components(scene: Scene, comps, steps, batched: bool,
     names = scene.body_names
     pos, rot, vel, ang = comps[0:3], comps[3:12], comps[12:15], comps[15:18]
     return Trajectory(
-        time=lib.arange(comps[0].shape[0]) * scene.dt,
+        time=lib.arange(comps[0].shape[0]) * (scene.dt * stride),
         position={n: per_body(pos, i, (3,)) for i, n in enumerate(names)},
         rotation={n: per_body(rot, i, (3, 3)) for i, n in enumerate(names)},
         velocity={n: per_body(vel, i, (3,)) for i, n in enumerate(names)},
@@ -199,4 +206,5 @@ def rollout(scene: Scene, steps, params: dict | None = None, action=None, contro
                                     controller_params, task, options)
     per_world = any(x is not None and pt.as_tensor_variable(x).ndim == 2
                     for x in (action, task))
-    return trajectory_from_components(scene, comps, steps, bool(batched) or per_world)
+    return trajectory_from_components(scene, comps, steps, bool(batched) or per_world,
+                                      stride=options.stride)

@@ -82,3 +82,43 @@ def test_inline_loops_leaves_no_wrapper():
     assert not any(v.owner is not None and isinstance(v.owner.op, OpFromGraph)
                    for v in ancestors([out]))
     assert float(compile([x0], out, "cvm")(np.array(2.0))) == pytest.approx(2.0 * 0.9 ** 3)
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.9])
+def test_checkpointed_loop_gives_the_same_gradient(decay):
+    """Keeping every 4th state of 12 and recomputing segments in the reverse
+    pass: the kept states and every gradient equal the full loop's to 1e-12
+    (also with gradient decay, which crosses segment boundaries)."""
+    a, b, x0, y0 = _inputs()
+    run, leaves = close_over(lambda c: _recurrence(c[0], c[1], a, b), [x0, y0])
+
+    def loss(xs, ys):         # reads every kept state
+        return (xs[-1] ** 2).sum() + (ys * xs).sum()
+
+    xs, ys = loop_with_adjoint(run, [x0, y0], leaves, 12, LoopOptions(gradient_decay=decay))
+    full = loss(xs[3::4], ys[3::4])
+    xk, yk = loop_with_adjoint(run, [x0, y0], leaves, 12,
+                               LoopOptions(gradient_decay=decay, checkpoint=4))
+    kept = loss(xk, yk)
+    wrt = [a, b, x0, y0]
+    fn = compile(wrt, [xs[3::4], xk, full, kept, *pytensor.grad(full, wrt),
+                       *pytensor.grad(kept, wrt)], "cvm")
+    out = fn(*VALUES)
+    np.testing.assert_allclose(out[1], out[0], rtol=0, atol=1e-14)     # s_4, s_8, s_12
+    assert out[1].shape == (3, 3)
+    for g_full, g_kept in zip(out[4:8], out[8:12]):
+        np.testing.assert_allclose(g_kept, g_full, rtol=1e-12, atol=1e-14)
+    assert np.abs(out[4]).max() > 1e-3
+
+
+def test_checkpoint_options_are_checked():
+    from symphys.errors import ParameterError
+    with pytest.raises(ParameterError, match="cannot be combined"):
+        LoopOptions(checkpoint=4, truncate=2)
+    with pytest.raises(ParameterError, match=">= 0"):
+        LoopOptions(checkpoint=-1)
+    x0 = pt.scalar("x0")
+    (xs,) = loop_with_adjoint(lambda s, lv: [s[0] * 0.9], [x0], [], 10,
+                              LoopOptions(checkpoint=4))
+    with pytest.raises(AssertionError, match="multiple of checkpoint=4"):
+        compile([x0], xs, "cvm")(np.array(1.0))

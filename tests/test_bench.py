@@ -2,6 +2,8 @@
 target verdicts (the timings themselves are not asserted: shared machines
 are noisy)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,16 @@ def test_report_and_plot_from_rows(tmp_path, capsys):
     assert "numba rewrites on / off forward" in out and "not measured" in out
     bench.plot(doc, str(tmp_path / "bench.png"))
     assert (tmp_path / "bench.png").stat().st_size > 1000
+
+
+def test_gpu_script_runs_on_cpu_at_small_size(tmp_path):
+    """The GPU benchmark script, on this machine's CPU: the ball, 2 worlds,
+    10 steps (the quadruped at 1,024+ worlds is for a GPU)."""
+    from symphys import gpu_bench
+    out = tmp_path / "gpu.json"
+    rows = gpu_bench.main(["--scene", "ball", "--batches", "2", "--steps", "10",
+                           "--json", str(out)])
+    assert [(r["batch"], r["steps"], r["platform"]) for r in rows] == [(2, 10, "cpu")]
+    assert all(np.isfinite(r[k]) and r[k] > 0 for r in rows
+               for k in ("forward_world_steps_per_s", "gradient_world_steps_per_s"))
+    assert json.loads(out.read_text()) == rows
