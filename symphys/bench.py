@@ -44,7 +44,7 @@ BACKENDS = ("numba", "jax", "cvm")
 ARRAY_BODIES = 16                  # spheres per world in the `array` scene
 QUICK_CASES = (("ball", 1, "numba", True), ("spheres16", 64, "numba", True),
                ("array", 64, "numba", True), ("array", 64, "numba", False))
-SPHERE_SCENES = ("ball", "spheres16")
+SPHERE_SCENES = ("spheres16",)   # the kernel's scenes (ball.json has rolling friction)
 
 
 def _batched_params(scene, batch: int, rng) -> dict:
@@ -88,9 +88,12 @@ def _median_time(fn, args, repeats: int) -> float:
     return float(np.median(times))
 
 
-def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = STEPS):
+def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = STEPS,
+                      options=None):
     """(forward, gradient, args, bodies, forward compile s, gradient compile
-    s) for a shipped scene, `steps` steps."""
+    s) for a shipped scene, `steps` steps (reverse-pass `options`:
+    `symphys.adjoint.LoopOptions`)."""
+    from symphys.adjoint import LoopOptions
     from symphys.api import parameter_values, value_and_grad_function, value_function
     from symphys.scene_io import load_scene
 
@@ -101,11 +104,13 @@ def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = ST
     wrt = [f"{scene.bodies[0].name}.velocity"]
     size = batch if batched else None
     start = time.perf_counter()
-    fwd = value_function(scene, steps, loss, batched, backend, batch=size)
+    options = options or LoopOptions()
+    fwd = value_function(scene, steps, loss, batched, backend, batch=size, options=options)
     fwd(*args)
     compile_fwd = time.perf_counter() - start
     start = time.perf_counter()
-    grad = value_and_grad_function(scene, steps, loss, wrt, batched, backend, batch=size)
+    grad = value_and_grad_function(scene, steps, loss, wrt, batched, backend, batch=size,
+                                   options=options)
     grad(*args)
     return fwd, grad, args, len(scene.bodies), compile_fwd, time.perf_counter() - start
 
@@ -153,6 +158,64 @@ def measure(scene_name: str, batch: int, backend: str, rewrites_on: bool = True,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory since the last `_reset_peak` (MB)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")      # Linux: VmHWM <- VmRSS
+
+
+def measure_memory(scene_name: str, batch: int, steps: int, backend: str,
+                   checkpoint: int) -> dict:
+    """Peak memory of one gradient call (compiled and run once before), with
+    or without checkpoints (called in a child; Linux /proc)."""
+    from symphys.adjoint import LoopOptions
+
+    options = LoopOptions(checkpoint=checkpoint)
+    _, grad, args, *_ = _engine_functions(scene_name, batch, backend, steps, options)
+    before = _rss_mb()
+    _reset_peak()
+    t = time.perf_counter()
+    out = grad(*args)
+    seconds = time.perf_counter() - t
+    peak = _peak_rss_mb()
+    return {"scene": scene_name, "batch": batch, "steps": steps, "backend": backend,
+            "checkpoint": checkpoint, "rss_before_mb": before, "peak_mb": peak,
+            "gradient_peak_extra_mb": peak - before, "gradient_s": seconds,
+            "loss": float(out[0]), "gradient": np.asarray(out[1]).ravel().tolist()}
+
+
+def memory_comparison(scene: str = "quadruped", batch: int = 128, seconds: float = 10.0,
+                      backend: str = "jax", checkpoint: int = 50) -> list[dict]:
+    """Issue 4's memory figure: the gradient of a `seconds`-long rollout at
+    `batch`, without and with checkpoints, each in its own child."""
+    from symphys.scene_io import load_scene
+
+    steps = int(round(seconds / load_scene(scene).dt))
+    steps -= steps % checkpoint
+    rows = []
+    for k in (0, checkpoint):
+        code = ("import json; from symphys.bench import measure_memory; print('RESULT' + "
+                f"json.dumps(measure_memory({scene!r}, {batch}, {steps}, {backend!r}, {k})))")
+        rows.append(_run_child(code, label=f"memory {scene}/{batch}/checkpoint={k}"))
+    same = np.max(np.abs(np.asarray(rows[0]["gradient"]) - np.asarray(rows[1]["gradient"])))
+    for r in rows:
+        r["max_gradient_difference"] = float(same)
+    return rows
+
+
 def measure_peer(kind: str, scene_name: str, batch: int) -> list[dict]:
     """Time a peer on a shipped scene (called in a child): kind "mujoco"
     (both methods) or "kernel" (the hand-written sphere kernel)."""
@@ -161,8 +224,9 @@ def measure_peer(kind: str, scene_name: str, batch: int) -> list[dict]:
     scene = load_scene(scene_name)
     if kind == "mujoco":
         from symphys import mujoco_peer
-        return [mujoco_peer.time_mj_step(scene, STEPS, batch),
+        rows = [mujoco_peer.time_mj_step(scene, STEPS, batch),
                 mujoco_peer.time_rollout(scene, STEPS, batch)]
+        return [dict(r, scene=scene_name) for r in rows]     # the bench's name for it
     from symphys import sphere_kernel
     params = _batched_params(scene, batch, np.random.default_rng(0))
     constants = sphere_kernel.prepare(scene, params)
@@ -399,8 +463,9 @@ def plot(doc: dict, path: str) -> None:
 def main(json_path: str | None = "results/bench.json", quick: bool = False,
          backends: str | None = None, scenes: str | None = None, batches: str | None = None,
          rewrites: str = "default", resume: bool = False, peers: bool = True,
-         plot_path: str | None = None) -> dict:
-    """Run the selected cases and peers; print the tables; write JSON and PNG."""
+         plot_path: str | None = None, report_only: bool = False) -> dict:
+    """Run the selected cases and peers; print the tables; write JSON and PNG.
+    `report_only`: run nothing, report what the JSON holds."""
     from tqdm.auto import tqdm
 
     from symphys.errors import ParameterError
@@ -426,13 +491,15 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
     cases = select_cases(quick, scene_list, batch_list, backend_list, rewrite_list)
 
     doc = {"steps": STEPS, "rows": [], "peers": [], "failures": [], "notes": []}
-    if resume and json_path and Path(json_path).exists():
+    if (resume or report_only) and json_path and Path(json_path).exists():
         old = json.loads(Path(json_path).read_text())
         doc["rows"], doc["peers"] = old.get("rows", []), old.get("peers", [])
         doc["notes"] = old.get("notes", [])
     done = {_case_key(r) for r in doc["rows"]}
     peer_done = {(p["scene"], p["batch"]) for p in doc["peers"]}
-    todo = [c for c in cases if c not in done]
+    todo = [] if report_only else [c for c in cases if c not in done]
+    if report_only and not (json_path and Path(json_path).exists()):
+        raise ParameterError(f"bench: nothing to report, {json_path} does not exist")
 
     def save():
         doc["ratios"] = ratios(doc["rows"], doc["peers"])

@@ -97,7 +97,8 @@ def _cmd_bench(args) -> int:
 
     bench.main(json_path=args.json, quick=args.quick, backends=args.backends,
                scenes=args.scenes, batches=args.batches, rewrites=args.rewrites,
-               resume=args.resume, peers=not args.no_peers, plot_path=args.plot)
+               resume=args.resume, peers=not args.no_peers, plot_path=args.plot,
+               report_only=args.report)
     return 0
 
 
@@ -142,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="keep the cases already in --json and run the rest")
     p.add_argument("--no-peers", action="store_true", help="skip MuJoCo and the kernel")
+    p.add_argument("--report", action="store_true",
+                   help="run nothing: print the tables and redraw the plot from --json")
     p.set_defaults(func=_cmd_bench)
     return parser
 

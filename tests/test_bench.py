@@ -110,3 +110,16 @@ def test_gpu_script_runs_on_cpu_at_small_size(tmp_path):
     assert all(np.isfinite(r[k]) and r[k] > 0 for r in rows
                for k in ("forward_world_steps_per_s", "gradient_world_steps_per_s"))
     assert json.loads(out.read_text()) == rows
+
+
+def test_report_only_reads_the_json(tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    rows = [dict(_row("array", 64, "numba", on, 100.0 * (1 + on), 900.0), peak_mb=10.0)
+            for on in (True, False)]
+    path.write_text(json.dumps({"steps": bench.STEPS, "rows": rows, "peers": [],
+                                "notes": []}))
+    doc = bench.main(json_path=str(path), report_only=True)
+    assert len(doc["rows"]) == 2 and (tmp_path / "bench.png").exists()
+    assert "numba rewrites on / off forward" in capsys.readouterr().out
+    with pytest.raises(ParameterError, match="nothing to report"):
+        bench.main(json_path=str(tmp_path / "missing.json"), report_only=True)
