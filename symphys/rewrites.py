@@ -22,6 +22,9 @@ once nothing else reads them:
   it came from;
 - `local_components_of_elemwise`: an elementwise result read only through
   constant component indices is computed per component;
+- `local_components_of_dimshuffle`: components of a transpose, expand_dims
+  or squeeze are components of its input (with PyTensor's
+  `local_dimshuffle_lift` to merge what is left);
 - `local_matmul_by_identity`: a product with a constant identity matrix
   (the rotation of a static body) is the other operand;
 - `local_repeated_normalisation`: normalising a vector that was just
