@@ -25,6 +25,7 @@ parts.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -88,6 +89,10 @@ def _median_time(fn, args, repeats: int) -> float:
     return float(np.median(times))
 
 
+def _with_action(fn, action, *args):
+    return fn(*args, action)
+
+
 def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = STEPS,
                       options=None):
     """(forward, gradient, args, bodies, forward compile s, gradient compile
@@ -111,6 +116,8 @@ def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = ST
     start = time.perf_counter()
     grad = value_and_grad_function(scene, steps, loss, wrt, batched, backend, batch=size,
                                    options=options)
+    if scene.motors:          # the gradient function takes the motor commands: hold still
+        grad = functools.partial(_with_action, grad, np.zeros(len(scene.motors)))
     grad(*args)
     return fwd, grad, args, len(scene.bodies), compile_fwd, time.perf_counter() - start
 
