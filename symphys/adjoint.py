@@ -94,14 +94,31 @@ def inline_loops(outs: list) -> list:
         outs = clone_replace(outs, replace=replace)
 
 
-def _forward(run, state0, leaves, n_steps, name: str):
+def _scan(body, name: str, **kwargs) -> list:
+    """A scan in symphys' loop mode; its outputs as a list (one or more)."""
+    out = pytensor.scan(body, return_updates=False, name=name, mode=loop_mode(), **kwargs)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _states_before(state0, seqs) -> list:
+    """s_0 .. s_{T-1} from s_0 and the sequences s_1 .. s_T."""
+    return [pt.concatenate([s0[None], q[:-1]], axis=0) for s0, q in zip(state0, seqs)]
+
+
+def _dense(outputs, cotangents) -> list:
+    """The cotangents, a disconnected one as zeros shaped like its output."""
+    return [pt.zeros_like(o) if isinstance(c.type, DisconnectedType) else c
+            for o, c in zip(outputs, cotangents)]
+
+
+def _forward(run, state0, leaves, n_steps, name: str) -> list:
     n_state, n_leaves = len(state0), len(leaves)
 
     def body(*args):
         return inline_loops(run(list(args[:n_state]), list(args[n_state:n_state + n_leaves])))
 
-    return pytensor.scan(body, outputs_info=list(state0), non_sequences=list(leaves),
-                         n_steps=n_steps, return_updates=False, name=name, mode=loop_mode())
+    return _scan(body, name, outputs_info=list(state0), non_sequences=list(leaves),
+                 n_steps=n_steps)
 
 
 def _forward_kept(run, state0, leaves, n_steps, every: int, name: str):
@@ -111,12 +128,10 @@ def _forward_kept(run, state0, leaves, n_steps, every: int, name: str):
     def segment(*args):
         seqs = _forward(run, list(args[:n_state]), list(args[n_state:]), every,
                         f"{name}_segment")
-        seqs = seqs if isinstance(seqs, (list, tuple)) else [seqs]
         return [q[-1] for q in seqs]
 
-    return pytensor.scan(segment, outputs_info=list(state0), non_sequences=list(leaves),
-                         n_steps=n_steps // every, return_updates=False,
-                         name=f"{name}_kept", mode=loop_mode())
+    return _scan(segment, f"{name}_kept", outputs_info=list(state0),
+                 non_sequences=list(leaves), n_steps=n_steps // every)
 
 
 def _adjoint_kept(run, state0, leaves, n_steps, kept, cotangents, options: LoopOptions,
@@ -127,9 +142,8 @@ def _adjoint_kept(run, state0, leaves, n_steps, kept, cotangents, options: LoopO
     step adjoint over it."""
     n_state, n_leaves, every = len(state0), len(leaves), options.checkpoint
     inner = LoopOptions(gradient_decay=options.gradient_decay)
-    cots = [pt.zeros_like(o) if isinstance(c.type, DisconnectedType) else c
-            for o, c in zip(kept, cotangents)]
-    starts = [pt.concatenate([s0[None], k[:-1]], axis=0) for s0, k in zip(state0, kept)]
+    cots = _dense(kept, cotangents)
+    starts = _states_before(state0, kept)
 
     def body(*args):
         start = list(args[:n_state])
@@ -138,7 +152,6 @@ def _adjoint_kept(run, state0, leaves, n_steps, kept, cotangents, options: LoopO
         acc = list(args[3 * n_state:3 * n_state + n_leaves])
         lv = list(args[3 * n_state + n_leaves:])
         seqs = _forward(run, start, lv, every, f"{name}_recompute")
-        seqs = list(seqs) if isinstance(seqs, (list, tuple)) else [seqs]
         # Cotangents of the segment's states: only its last one is read
         # outside (g_end) or by the later segments (adj).
         seg_cots = [pt.zeros_like(q)[:-1] for q in seqs]
@@ -149,11 +162,9 @@ def _adjoint_kept(run, state0, leaves, n_steps, kept, cotangents, options: LoopO
         return inline_loops(list(back) + [a + g for a, g in zip(acc, leaf)])
 
     init = [pt.zeros_like(s) for s in state0] + [pt.zeros_like(lf) for lf in leaves]
-    res = pytensor.scan(body, sequences=[q[::-1] for q in starts] + [c[::-1] for c in cots],
-                        outputs_info=init, non_sequences=list(leaves),
-                        n_steps=n_steps // every, return_updates=False,
-                        name=f"{name}_adjoint_kept", mode=loop_mode())
-    res = res if isinstance(res, (list, tuple)) else [res]
+    res = _scan(body, f"{name}_adjoint_kept",
+                sequences=[q[::-1] for q in starts] + [c[::-1] for c in cots],
+                outputs_info=init, non_sequences=list(leaves), n_steps=n_steps // every)
     return [r[-1] for r in res]
 
 
@@ -165,10 +176,8 @@ def _adjoint(run, state0, leaves, n_steps, outputs, cotangents, options: LoopOpt
              name: str):
     """Gradients of sum_t <g_t, s_t> with respect to state0 and leaves."""
     n_state, n_leaves = len(state0), len(leaves)
-    cots = [pt.zeros_like(o) if isinstance(c.type, DisconnectedType) else c
-            for o, c in zip(outputs, cotangents)]
-    # State before each step: s_0 .. s_{T-1}.
-    before = [pt.concatenate([s0[None], out[:-1]], axis=0) for s0, out in zip(state0, outputs)]
+    cots = _dense(outputs, cotangents)
+    before = _states_before(state0, outputs)       # the state before each step
     # Step numbers T-1 .. 0, only needed to truncate.
     index = [pt.arange(n_steps)[::-1]] if options.truncate > 0 else []
     wrt_state = [i for i, s in enumerate(state0) if _differentiable(s)]
@@ -202,11 +211,9 @@ def _adjoint(run, state0, leaves, n_steps, outputs, cotangents, options: LoopOpt
         return inline_loops(back + new_acc)
 
     init = [pt.zeros_like(s) for s in state0] + [pt.zeros_like(lf) for lf in leaves]
-    res = pytensor.scan(body, sequences=index + [b[::-1] for b in before]
-                        + [c[::-1] for c in cots],
-                        outputs_info=init, non_sequences=list(leaves), n_steps=n_steps,
-                        return_updates=False, name=f"{name}_adjoint", mode=loop_mode())
-    res = res if isinstance(res, (list, tuple)) else [res]
+    res = _scan(body, f"{name}_adjoint",
+                sequences=index + [b[::-1] for b in before] + [c[::-1] for c in cots],
+                outputs_info=init, non_sequences=list(leaves), n_steps=n_steps)
     return [r[-1] for r in res]
 
 
@@ -232,7 +239,6 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
                                   options.checkpoint, name)
     else:
         inner_out = _forward(run, inner_state, inner_leaves, inner_n, name)
-    inner_out = list(inner_out) if isinstance(inner_out, (list, tuple)) else [inner_out]
     # Leaves the loop never reads (e.g. a sphere's box size) must report a
     # disconnected gradient, not zeros, to agree with the Op's connection
     # pattern; so must an input whose outputs all have disconnected
