@@ -156,6 +156,20 @@ def quat_to_mat(w, x, y, z) -> Mat3:
                 s * (x * z - w * y), s * (y * z + w * x), 1 - s * (x * x + y * y))
 
 
+def quat_to_mat_array(q):
+    """NumPy twin of `quat_to_mat`: (..., 4) quaternions (w, x, y, z) ->
+    (..., 3, 3) rotation matrices, normalised the same way."""
+    import numpy as np
+
+    w, x, y, z = (q[..., i] for i in range(4))
+    n2 = w * w + x * x + y * y + z * z
+    s = 2.0 / np.where(n2 > EPS, n2, 1.0)
+    rows = [[1 - s * (y * y + z * z), s * (x * y - w * z), s * (x * z + w * y)],
+            [s * (x * y + w * z), 1 - s * (x * x + z * z), s * (y * z - w * x)],
+            [s * (x * z - w * y), s * (y * z + w * x), 1 - s * (x * x + y * y)]]
+    return np.stack([np.stack(r, axis=-1) for r in rows], axis=-2)
+
+
 def tangent_basis(n: Vec3) -> tuple[Vec3, Vec3]:
     """Two unit tangents orthogonal to the unit normal n (branch-free mask)."""
     # Cross with the world axis least aligned with n: x unless n is near x.

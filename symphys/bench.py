@@ -55,15 +55,15 @@ def _batched_params(scene, batch: int, rng) -> dict:
     to 5 cm higher)."""
     if batch == 1:
         return {}
-    jitter = rng.uniform(-0.05, 0.05, size=(batch, 3))
-    jitter[:, 2] = np.abs(jitter[:, 2])
-    out = {}
-    for body in scene.bodies:
-        if not scene.joints:
-            jitter = rng.uniform(-0.05, 0.05, size=(batch, 3))
-            jitter[:, 2] = np.abs(jitter[:, 2])
-        out[f"{body.name}.position"] = np.asarray(body.position) + jitter
-    return out
+
+    def jitter():
+        offset = rng.uniform(-0.05, 0.05, size=(batch, 3))
+        offset[:, 2] = np.abs(offset[:, 2])
+        return offset
+
+    shared = jitter() if scene.joints else None
+    return {f"{body.name}.position": np.asarray(body.position)
+            + (shared if shared is not None else jitter()) for body in scene.bodies}
 
 
 def bench_loss(names):
@@ -165,17 +165,11 @@ def measure(scene_name: str, batch: int, backend: str, rewrites_on: bool = True,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
-def _peak_rss_mb() -> float:
-    """This process's peak resident memory since the last `_reset_peak` (MB)."""
+def _memory_mb(field: str) -> float:
+    """A memory figure of this process from /proc (Linux), in MB: "VmRSS"
+    (resident now) or "VmHWM" (peak since the last `_reset_peak`)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024.0
     return float("nan")
 
@@ -192,12 +186,12 @@ def measure_memory(scene_name: str, batch: int, steps: int, backend: str,
 
     options = LoopOptions(checkpoint=checkpoint)
     _, grad, args, *_ = _engine_functions(scene_name, batch, backend, steps, options)
-    before = _rss_mb()
+    before = _memory_mb("VmRSS")
     _reset_peak()
     t = time.perf_counter()
     out = grad(*args)
     seconds = time.perf_counter() - t
-    peak = _peak_rss_mb()
+    peak = _memory_mb("VmHWM")
     return {"scene": scene_name, "batch": batch, "steps": steps, "backend": backend,
             "checkpoint": checkpoint, "rss_before_mb": before, "peak_mb": peak,
             "gradient_peak_extra_mb": peak - before, "gradient_s": seconds,
@@ -425,10 +419,9 @@ def print_report(doc: dict) -> None:
 def plot(doc: dict, path: str) -> None:
     """One panel per scene: ns per world-step against batch, forward and
     gradient per backend (rewrites on; off dashed), peers as markers."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from symphys.experiments.common import pyplot
 
+    plt = pyplot()
     scenes = [s for s in SCENES if any(r["scene"] == s for r in doc["rows"])]
     if not scenes:
         return

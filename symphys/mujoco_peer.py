@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from symphys.algebra import quat_to_mat_array
 from symphys.errors import SceneError, SymphysError
 from symphys.scene import (WORLD, FrictionModel, Joint, JointType, MotorMode, Scene,
                            Shape)
@@ -120,15 +121,6 @@ def _quat_mul(a, b) -> np.ndarray:
 
 def _quat_conj(q) -> np.ndarray:
     return np.array([q[0], -q[1], -q[2], -q[3]])
-
-
-def _rotation(q) -> np.ndarray:
-    """(3, 3) rotation matrix (body to world) of a unit quaternion (4,)."""
-    w, x, y, z = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
 def _fmt(values) -> str:
@@ -283,7 +275,7 @@ def reflected_inertia(scene: Scene, bodies: list[str], axis, anchor, slide: bool
     total = 0.0
     for n in bodies:
         b = by_name[n]
-        rot = _rotation(b.quaternion)
+        rot = quat_to_mat_array(np.asarray(b.quaternion, dtype=float))
         local = rot.T @ w
         r = np.asarray(b.position) - np.asarray(anchor)
         r_perp = r - (r @ w) * w
@@ -368,13 +360,13 @@ def to_mjcf(scene: Scene, options: MjcfOptions = MjcfOptions()) -> str:
             pos, quat = np.asarray(b.position, float), q_world
         else:
             p = by_name[e.parent]
-            rp = _rotation(p.quaternion)
+            rp = quat_to_mat_array(np.asarray(p.quaternion, dtype=float))
             pos = rp.T @ (np.asarray(b.position) - np.asarray(p.position))
             quat = _quat_mul(_quat_conj(p.quaternion), q_world)
         el = ET.SubElement(elements[e.parent], "body", name=b.name, pos=_fmt(pos),
                            quat=_fmt(quat))
         elements[e.body] = el
-        rot = _rotation(b.quaternion)
+        rot = quat_to_mat_array(np.asarray(b.quaternion, dtype=float))
         for mj in joints_of[e.body]:
             if mj.kind == "free":
                 ET.SubElement(el, "freejoint", name=mj.name)

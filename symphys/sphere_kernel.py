@@ -35,12 +35,12 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from symphys.algebra import EPS, quat_to_mat_array
 from symphys.errors import ParameterError, SceneError
 from symphys.params import parameter_shapes, resolve_values
 from symphys.scene import FrictionModel, Scene, Shape
 from symphys.scene_io import GROUND
 
-EPS = 1e-12          # symphys.algebra.EPS (safe_div)
 STATE_FIELDS = ("position", "velocity", "angular_velocity", "quaternion")
 
 
@@ -170,18 +170,6 @@ def prepare(scene: Scene, params: dict | None = None) -> SphereConstants:
         restitution_threshold=float(opts.restitution_threshold),
         iterations=int(opts.iterations), cone=opts.friction_model is FrictionModel.CONE,
         renormalisation_iterations=int(opts.renormalisation_iterations), **arrays)
-
-
-def quaternion_to_matrix(q: np.ndarray) -> np.ndarray:
-    """(..., 4) quaternions (w, x, y, z) -> (..., 3, 3) rotation matrices,
-    as `symphys.algebra.quat_to_mat` (normalised safely)."""
-    w, x, y, z = (q[..., i] for i in range(4))
-    n2 = w * w + x * x + y * y + z * z
-    s = 2.0 / np.where(n2 > EPS, n2, 1.0)
-    rows = [[1 - s * (y * y + z * z), s * (x * y - w * z), s * (x * z + w * y)],
-            [s * (x * y + w * z), 1 - s * (x * x + z * z), s * (y * z - w * x)],
-            [s * (x * z - w * y), s * (y * z + w * x), 1 - s * (x * x + y * y)]]
-    return np.stack([np.stack(r, axis=-1) for r in rows], axis=-2)
 
 
 @numba.njit(fastmath=False)
@@ -370,7 +358,7 @@ def initial_state(scene: Scene, params: dict | None = None,
             out[:, i] = np.broadcast_to(values[f"{b.name}.{name}"], (batch, width))
         return out
 
-    return SphereState(field("position", 3), quaternion_to_matrix(field("quaternion", 4)),
+    return SphereState(field("position", 3), quat_to_mat_array(field("quaternion", 4)),
                        field("velocity", 3), field("angular_velocity", 3))
 
 

@@ -11,22 +11,12 @@ import pytest
 import symphys as sp
 from symphys import sphere_kernel as sk
 from symphys.api import simulate
+from symphys.bench import _batched_params
 
 BACKEND = "jax"
 STEPS = 200
 BATCH = 4
 ATOL = 1e-9
-
-
-def _jittered_positions(scene, batch, rng):
-    """Per-world initial positions (B, 3) for every body, as
-    `symphys.bench._batched_params` makes them."""
-    out = {}
-    for body in scene.bodies:
-        jitter = rng.uniform(-0.05, 0.05, size=(batch, 3))
-        jitter[:, 2] = np.abs(jitter[:, 2])
-        out[f"{body.name}.position"] = np.asarray(body.position) + jitter
-    return out
 
 
 def _final(traj, scene, field):
@@ -60,7 +50,7 @@ def spheres16():
     with friction at its bound before they roll."""
     scene = sp.load_scene("spheres16")
     rng = np.random.default_rng(0)
-    params = _jittered_positions(scene, BATCH, rng)
+    params = _batched_params(scene, BATCH, rng)
     for body in scene.bodies:
         spin = rng.uniform(-40.0, 40.0, size=(BATCH, 3))
         spin[0] = 0.0
