@@ -21,6 +21,7 @@ solver sweep reading its rows) into one with explicit leaves, as the
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import pytensor
@@ -33,8 +34,16 @@ from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors, graph_inputs, io_toposort
 from pytensor.raise_op import Assert
 from pytensor.tensor.rewriting.ofg import inline_ofg_node
+from pytensor.tensor.shape import Shape, Shape_i
 
 from symphys.backends import loop_mode
+
+
+class Reverse(enum.Enum):
+    """Where each reverse step gets the forward values its VJP reads."""
+
+    STORE = "store"            # the forward loop returns them as extra sequences
+    RECOMPUTE = "recompute"    # each reverse step runs the step again
 
 
 @dataclass(frozen=True)
@@ -50,11 +59,20 @@ class LoopOptions:
       `checkpoint` steps only, and the reverse pass recomputes each segment
       of that many steps from the state kept before it: memory for T / K
       states instead of T, for one more forward pass; the same gradient.
-      The number of steps must be a multiple of it."""
+      The number of steps must be a multiple of it.
+    reverse: `Reverse.RECOMPUTE` (default) keeps the states only and runs
+      each step again in the reverse pass; `Reverse.STORE` keeps, for
+      every step, the values of the step that its VJP reads (the
+      residuals), so the reverse pass runs only the VJP, for more memory
+      (several times the states'). With checkpoints, the residuals are
+      kept for one segment at a time. The solver's sweep loop stores (its
+      residuals live for one step); see the README's speed section for
+      the time loop measured both ways."""
 
     gradient_decay: float = 1.0
     truncate: int = 0
     checkpoint: int = 0
+    reverse: Reverse = Reverse.RECOMPUTE
 
     def __post_init__(self):
         from symphys.errors import ParameterError
@@ -111,35 +129,102 @@ def _dense(outputs, cotangents) -> list:
             for o, c in zip(outputs, cotangents)]
 
 
-def _forward(run, state0, leaves, n_steps, name: str) -> list:
+@dataclass(frozen=True)
+class _StepGraph:
+    """One step on probe inputs, split for the loops.
+
+    state, leaves: the probes; out: the next state; residuals: the forward
+    values (depending on the state) that the VJP reads, empty when the
+    reverse pass recomputes; cotangent: probes for the cotangents of `out`;
+    grads: the VJP, cotangents of the differentiable state components
+    (`wrt_state`) and leaves (`wrt_leaves`)."""
+
+    state: list
+    leaves: list
+    out: list
+    residuals: list
+    cotangent: list
+    grads: list
+    wrt_state: list
+    wrt_leaves: list
+
+    def forward(self, state, leaves) -> list:
+        """The next state and the residuals of one step from `state`."""
+        return inline_loops(clone_replace(self.out + self.residuals,
+                                          replace=self._inputs(state, leaves)))
+
+    def vjp(self, state, leaves, residuals, cotangent) -> list:
+        """The VJP's graph for one step (its inner loops inlined)."""
+        replace = self._inputs(state, leaves) | dict(zip(self.residuals, residuals))
+        replace |= dict(zip(self.cotangent, cotangent))
+        return inline_loops(clone_replace(self.grads, replace=replace))
+
+    def _inputs(self, state, leaves) -> dict:
+        return dict(zip(self.state, state)) | dict(zip(self.leaves, leaves))
+
+
+def _step_graph(run, state0, leaves, reverse: Reverse) -> _StepGraph:
+    state = [s.type() for s in state0]
+    lv = [lf.type() for lf in leaves]
+    out = run(state, lv)
+    cot = [o.type() for o in out]
+    total = sum((o * c).sum() for o, c in zip(out, cot) if _differentiable(o))
+    wrt_state = [i for i, s in enumerate(state) if _differentiable(s)]
+    wrt_leaves = [i for i, x in enumerate(lv) if _differentiable(x)]
+    wrt = [state[k] for k in wrt_state] + [lv[k] for k in wrt_leaves]
+    grads = pytensor.grad(total, wrt, disconnected_inputs="ignore", return_disconnected="zero")
+    residuals = []
+    if reverse is Reverse.STORE:
+        on_state = _dependents(grads, state)
+        # (A gradient that does not read the cotangents is zero: not kept.)
+        residuals = [v for v in _frontier(grads, cot)
+                     if v in on_state and v not in state and v not in grads]
+    return _StepGraph(state, lv, list(out), residuals, cot, list(grads), wrt_state,
+                      wrt_leaves)
+
+
+def _dependents(outs: list, probe: list) -> set:
+    """The variables of `outs`' graph whose values depend on `probe`'s
+    values (a shape does not: shapes are the same at every step, and the
+    backends need them as constants, e.g. the sizes of a split)."""
+    depends = set(probe)
+    for node in io_toposort(probe, outs):
+        if not isinstance(node.op, (Shape, Shape_i)) and any(i in depends for i in node.inputs):
+            depends.update(node.outputs)
+    return depends
+
+
+def _forward(step: _StepGraph, state0, leaves, n_steps, name: str) -> list:
+    """Sequences (n_steps, ...) of the states s_1.. and of the residuals."""
     n_state, n_leaves = len(state0), len(leaves)
 
     def body(*args):
-        return inline_loops(run(list(args[:n_state]), list(args[n_state:n_state + n_leaves])))
+        return step.forward(list(args[:n_state]), list(args[n_state:n_state + n_leaves]))
 
-    return _scan(body, name, outputs_info=list(state0), non_sequences=list(leaves),
-                 n_steps=n_steps)
+    # Residuals are outputs only (nothing is fed back): outputs_info None.
+    return _scan(body, name, outputs_info=list(state0) + [None] * len(step.residuals),
+                 non_sequences=list(leaves), n_steps=n_steps)
 
 
-def _forward_kept(run, state0, leaves, n_steps, every: int, name: str):
+def _forward_kept(step: _StepGraph, state0, leaves, n_steps, every: int, name: str):
     """States after every `every` steps: sequences (n_steps // every, ...)."""
     n_state = len(state0)
 
     def segment(*args):
-        seqs = _forward(run, list(args[:n_state]), list(args[n_state:]), every,
+        seqs = _forward(step, list(args[:n_state]), list(args[n_state:]), every,
                         f"{name}_segment")
-        return [q[-1] for q in seqs]
+        return [q[-1] for q in seqs[:n_state]]
 
     return _scan(segment, f"{name}_kept", outputs_info=list(state0),
                  non_sequences=list(leaves), n_steps=n_steps // every)
 
 
-def _adjoint_kept(run, state0, leaves, n_steps, kept, cotangents, options: LoopOptions,
-                  name: str):
+def _adjoint_kept(step: _StepGraph, state0, leaves, n_steps, kept, cotangents,
+                  options: LoopOptions, name: str):
     """Gradients of sum_j <g_j, kept_j> (kept_j the state after (j+1)·K
     steps) with respect to state0 and leaves: a reverse scan over segments
-    that recomputes each segment from the state kept before it and runs the
-    step adjoint over it."""
+    that recomputes each segment (with its residuals) from the state kept
+    before it and runs the step adjoint over it."""
     n_state, n_leaves, every = len(state0), len(leaves), options.checkpoint
     inner = LoopOptions(gradient_decay=options.gradient_decay)
     cots = _dense(kept, cotangents)
@@ -151,13 +236,15 @@ def _adjoint_kept(run, state0, leaves, n_steps, kept, cotangents, options: LoopO
         adj = list(args[2 * n_state:3 * n_state])
         acc = list(args[3 * n_state:3 * n_state + n_leaves])
         lv = list(args[3 * n_state + n_leaves:])
-        seqs = _forward(run, start, lv, every, f"{name}_recompute")
+        seqs = _forward(step, start, lv, every, f"{name}_recompute")
+        states, residuals = seqs[:n_state], seqs[n_state:]
         # Cotangents of the segment's states: only its last one is read
         # outside (g_end) or by the later segments (adj).
-        seg_cots = [pt.zeros_like(q)[:-1] for q in seqs]
+        seg_cots = [pt.zeros_like(q)[:-1] for q in states]
         seg_cots = [pt.concatenate([z, (g + a)[None]], axis=0)
                     for z, g, a in zip(seg_cots, g_end, adj)]
-        grads = _adjoint(run, start, lv, every, seqs, seg_cots, inner, f"{name}_segment")
+        grads = _adjoint(step, start, lv, every, states, residuals, seg_cots, inner,
+                         f"{name}_segment")
         back, leaf = grads[:n_state], grads[n_state:]
         return inline_loops(list(back) + [a + g for a, g in zip(acc, leaf)])
 
@@ -172,33 +259,31 @@ def _differentiable(x) -> bool:
     return x.dtype.startswith("float")
 
 
-def _adjoint(run, state0, leaves, n_steps, outputs, cotangents, options: LoopOptions,
-             name: str):
-    """Gradients of sum_t <g_t, s_t> with respect to state0 and leaves."""
-    n_state, n_leaves = len(state0), len(leaves)
+def _adjoint(step: _StepGraph, state0, leaves, n_steps, outputs, residuals, cotangents,
+             options: LoopOptions, name: str):
+    """Gradients of sum_t <g_t, s_t> with respect to state0 and leaves.
+    outputs: the state sequences s_1..s_T; residuals: the residual
+    sequences of the forward loop (empty when recomputing)."""
+    n_state, n_leaves, n_res = len(state0), len(leaves), len(residuals)
     cots = _dense(outputs, cotangents)
     before = _states_before(state0, outputs)       # the state before each step
     # Step numbers T-1 .. 0, only needed to truncate.
     index = [pt.arange(n_steps)[::-1]] if options.truncate > 0 else []
-    wrt_state = [i for i, s in enumerate(state0) if _differentiable(s)]
-    wrt_leaves = [i for i, lf in enumerate(leaves) if _differentiable(lf)]
 
     def body(*args):
         i = len(index)
         t = args[0] if index else None
         s_t = list(args[i:i + n_state]); i += n_state
+        r_t = list(args[i:i + n_res]); i += n_res
         g_t = list(args[i:i + n_state]); i += n_state
         adj = list(args[i:i + n_state]); i += n_state
         acc = list(args[i:i + n_leaves]); i += n_leaves
         lv = list(args[i:i + n_leaves])
         a_next = [a + g for a, g in zip(adj, g_t)]        # cotangent of s_{t+1}
-        out = run(s_t, lv)
-        total = sum((o * a).sum() for o, a in zip(out, a_next) if _differentiable(o))
-        wrt = [s_t[k] for k in wrt_state] + [lv[k] for k in wrt_leaves]
-        grads = pytensor.grad(total, wrt, disconnected_inputs="ignore",
-                              consider_constant=a_next, return_disconnected="zero")
+        grads = step.vjp(s_t, lv, r_t, a_next)
+        n_wrt = len(step.wrt_state)
         back = [pt.zeros_like(s) for s in s_t]
-        for k, g in zip(wrt_state, grads[:len(wrt_state)]):
+        for k, g in zip(step.wrt_state, grads[:n_wrt]):
             back[k] = g.astype(s_t[k].dtype)
         if options.gradient_decay != 1.0:
             back = [options.gradient_decay * g for g in back]
@@ -206,13 +291,14 @@ def _adjoint(run, state0, leaves, n_steps, outputs, cotangents, options: LoopOpt
             cut = pt.eq(t % options.truncate, 0) & (t > 0)
             back = [pt.switch(cut, 0.0, g) for g in back]
         new_acc = list(acc)
-        for k, g in zip(wrt_leaves, grads[len(wrt_state):]):
+        for k, g in zip(step.wrt_leaves, grads[n_wrt:]):
             new_acc[k] = acc[k] + g.astype(acc[k].dtype)
-        return inline_loops(back + new_acc)
+        return back + new_acc
 
     init = [pt.zeros_like(s) for s in state0] + [pt.zeros_like(lf) for lf in leaves]
     res = _scan(body, f"{name}_adjoint",
-                sequences=index + [b[::-1] for b in before] + [c[::-1] for c in cots],
+                sequences=index + [b[::-1] for b in before] + [r[::-1] for r in residuals]
+                + [c[::-1] for c in cots],
                 outputs_info=init, non_sequences=list(leaves), n_steps=n_steps)
     return [r[-1] for r in res]
 
@@ -234,11 +320,12 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
     inner_state = [s.type() for s in state0]
     inner_leaves = [lf.type() for lf in leaves]
     inner_n = n_steps.type()
+    step = _step_graph(run, inner_state, inner_leaves, options.reverse)
     if options.checkpoint:
-        inner_out = _forward_kept(run, inner_state, inner_leaves, inner_n,
+        inner_out = _forward_kept(step, inner_state, inner_leaves, inner_n,
                                   options.checkpoint, name)
-    else:
-        inner_out = _forward(run, inner_state, inner_leaves, inner_n, name)
+    else:       # the states, then the residuals for the reverse pass
+        inner_out = _forward(step, inner_state, inner_leaves, inner_n, name)
     # Leaves the loop never reads (e.g. a sphere's box size) must report a
     # disconnected gradient, not zeros, to agree with the Op's connection
     # pattern; so must an input whose outputs all have disconnected
@@ -249,8 +336,12 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
         s0 = inputs[:n_state]
         lv = inputs[n_state:n_state + n_leaves]
         live = [not isinstance(c.type, DisconnectedType) for c in cotangents]
-        adjoint = _adjoint_kept if options.checkpoint else _adjoint
-        grads = adjoint(run, s0, lv, inputs[-1], outputs, cotangents, options, name)
+        if options.checkpoint:
+            grads = _adjoint_kept(step, s0, lv, inputs[-1], outputs, cotangents, options,
+                                  name)
+        else:
+            grads = _adjoint(step, s0, lv, inputs[-1], outputs[:n_state],
+                             outputs[n_state:], cotangents[:n_state], options, name)
         grads = [g if any(p and lv_ for p, lv_ in zip(row, live)) and _differentiable(x)
                  else disconnected_type()
                  for g, row, x in zip(grads, pattern, list(s0) + list(lv))]
@@ -259,7 +350,7 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
     op = OpFromGraph(inner_state + inner_leaves + [inner_n], inner_out,
                      pullback=pullback, inline=True, name=name)
     out = op(*state0, *leaves, n_steps)
-    return list(out) if isinstance(out, (list, tuple)) else [out]
+    return (list(out) if isinstance(out, (list, tuple)) else [out])[:n_state]
 
 
 def _constant_valued(v) -> bool:

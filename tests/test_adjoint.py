@@ -6,7 +6,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from symphys.adjoint import LoopOptions, close_over, inline_loops, loop_with_adjoint
+from symphys.adjoint import LoopOptions, Reverse, close_over, inline_loops, loop_with_adjoint
 from symphys.backends import compile
 
 
@@ -31,7 +31,8 @@ def _loss(xs, ys):
     return (xs[-1] ** 2).sum() + (ys[::3] * xs[::3]).sum()
 
 
-def test_loop_gradient_matches_scan_gradient_and_finite_differences():
+@pytest.mark.parametrize("reverse", list(Reverse))
+def test_loop_gradient_matches_scan_gradient_and_finite_differences(reverse):
     a, b, x0, y0 = _inputs()
     # Reference: PyTensor's own scan and its gradient.
     xs, ys = pytensor.scan(lambda x, y: _recurrence(x, y, a, b), outputs_info=[x0, y0],
@@ -42,7 +43,7 @@ def test_loop_gradient_matches_scan_gradient_and_finite_differences():
     run, leaves = close_over(lambda c: _recurrence(c[0], c[1], a, b), [x0, y0])
     # The frontier: a itself and b as broadcast (the nearest carry-free values).
     assert len(leaves) == 2 and a in leaves
-    xs2, ys2 = loop_with_adjoint(run, [x0, y0], leaves, 12)
+    xs2, ys2 = loop_with_adjoint(run, [x0, y0], leaves, 12, LoopOptions(reverse=reverse))
     ours = _loss(xs2, ys2)
     fn = compile([a, b, x0, y0], [ours, *pytensor.grad(ours, [a, b, x0, y0])], "cvm")
     expected, got = ref_fn(*VALUES), fn(*VALUES)
@@ -84,8 +85,9 @@ def test_inline_loops_leaves_no_wrapper():
     assert float(compile([x0], out, "cvm")(np.array(2.0))) == pytest.approx(2.0 * 0.9 ** 3)
 
 
-@pytest.mark.parametrize("decay", [1.0, 0.9])
-def test_checkpointed_loop_gives_the_same_gradient(decay):
+@pytest.mark.parametrize("decay, reverse", [(1.0, Reverse.RECOMPUTE), (0.9, Reverse.RECOMPUTE),
+                                            (0.9, Reverse.STORE)])
+def test_checkpointed_loop_gives_the_same_gradient(decay, reverse):
     """Keeping every 4th state of 12 and recomputing segments in the reverse
     pass: the kept states and every gradient equal the full loop's to 1e-12
     (also with gradient decay, which crosses segment boundaries)."""
@@ -98,7 +100,7 @@ def test_checkpointed_loop_gives_the_same_gradient(decay):
     xs, ys = loop_with_adjoint(run, [x0, y0], leaves, 12, LoopOptions(gradient_decay=decay))
     full = loss(xs[3::4], ys[3::4])
     xk, yk = loop_with_adjoint(run, [x0, y0], leaves, 12,
-                               LoopOptions(gradient_decay=decay, checkpoint=4))
+                               LoopOptions(gradient_decay=decay, checkpoint=4, reverse=reverse))
     kept = loss(xk, yk)
     wrt = [a, b, x0, y0]
     fn = compile(wrt, [xs[3::4], xk, full, kept, *pytensor.grad(full, wrt),
@@ -109,6 +111,37 @@ def test_checkpointed_loop_gives_the_same_gradient(decay):
     for g_full, g_kept in zip(out[4:8], out[8:12]):
         np.testing.assert_allclose(g_kept, g_full, rtol=1e-12, atol=1e-14)
     assert np.abs(out[4]).max() > 1e-3
+
+
+def _adjoint_ops(outputs) -> set:
+    """Names of the scalar ops computed inside the reverse scans of a graph."""
+    from pytensor.graph.traversal import apply_ancestors
+    from pytensor.scan.op import Scan
+    from pytensor.tensor.elemwise import Elemwise
+    names = set()
+    for node in apply_ancestors(inline_loops(outputs)):
+        if isinstance(node.op, Scan) and node.op.name.endswith("_adjoint"):
+            names |= {type(n.op.scalar_op).__name__ for n in apply_ancestors(node.op.inner_outputs)
+                      if isinstance(n.op, Elemwise)}
+    return names
+
+
+def test_stored_residuals_replace_the_recomputed_step():
+    """With Reverse.STORE the reverse scan reads the forward's residuals
+    (here sin and cos of the state and their derivatives) instead of running
+    the step again: no trigonometric op is left in it; recomputing keeps
+    them. The forward loop returns the residuals as extra sequences."""
+    a, b, x0, y0 = _inputs()
+    run, leaves = close_over(lambda c: _recurrence(c[0], c[1], a, b), [x0, y0])
+    found = {}
+    for reverse in Reverse:
+        xs, ys = loop_with_adjoint(run, [x0, y0], leaves, 12, LoopOptions(reverse=reverse))
+        found[reverse] = _adjoint_ops(pytensor.grad(_loss(xs, ys), [a, b, x0, y0]))
+        n_outputs = len(xs.owner.outputs)
+        assert n_outputs > 2 if reverse is Reverse.STORE else n_outputs == 2
+    assert {"Sin", "Cos"} <= found[Reverse.RECOMPUTE]
+    assert not {"Sin", "Cos"} & found[Reverse.STORE]
+    assert "Mul" in found[Reverse.STORE]
 
 
 def test_checkpoint_options_are_checked():

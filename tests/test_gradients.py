@@ -174,9 +174,10 @@ def test_sphere_strikes_box():
 
 def test_checkpointed_rollout_gives_the_same_gradient():
     """The drop scene (bounce, slide, roll) with every 50th state kept and
-    segments recomputed in the reverse pass: the same loss and gradients
-    as the full rollout to 1e-12."""
-    from symphys.adjoint import LoopOptions
+    segments recomputed in the reverse pass (each step recomputed, or its
+    residuals stored by the segment's forward): the same loss and
+    gradients as the full rollout to 1e-12."""
+    from symphys.adjoint import LoopOptions, Reverse
     from symphys.errors import ParameterError
     scene = drop()
     params = {"ball.velocity": [1.3, 0.4, 0.7], "ball.angular_velocity": [0.5, -20.0, 0.2],
@@ -188,8 +189,13 @@ def test_checkpointed_rollout_gives_the_same_gradient():
     full = value_and_grad_function(scene, 400, loss, wrt, batched, BACKEND)(*args)
     kept = value_and_grad_function(scene, 400, loss, wrt, batched, BACKEND,
                                    options=LoopOptions(checkpoint=50))(*args)
-    for f, k in zip(full, kept):
+    # Each segment's step residuals stored by its forward, not recomputed.
+    stored = value_and_grad_function(scene, 400, loss, wrt, batched, BACKEND,
+                                     options=LoopOptions(checkpoint=50,
+                                                         reverse=Reverse.STORE))(*args)
+    for f, k, s in zip(full, kept, stored):
         np.testing.assert_allclose(k, f, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(s, f, rtol=1e-12, atol=1e-12)
     assert abs(full[4]) > 1e-3                     # friction acts
     with pytest.raises(ParameterError, match="multiple of checkpoint"):
         value_and_grad_function(scene, 401, loss, wrt, batched, BACKEND,
