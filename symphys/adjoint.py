@@ -22,6 +22,7 @@ solver sweep reading its rows) into one with explicit leaves, as the
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 import pytensor
@@ -129,24 +130,45 @@ def _dense(outputs, cotangents) -> list:
             for o, c in zip(outputs, cotangents)]
 
 
-@dataclass(frozen=True)
 class _StepGraph:
-    """One step on probe inputs, split for the loops.
+    """One step `run` on probe inputs, split for the loops.
 
     state, leaves: the probes; out: the next state; residuals: the forward
-    values (depending on the state) that the VJP reads, empty when the
-    reverse pass recomputes; cotangent: probes for the cotangents of `out`;
-    grads: the VJP, cotangents of the differentiable state components
-    (`wrt_state`) and leaves (`wrt_leaves`)."""
+    values (depending on the state) that the step's VJP reads, empty when
+    the reverse pass recomputes. The VJP (cotangents of the
+    differentiable state components, `wrt_state`, and leaves,
+    `wrt_leaves`, given probes `cotangent` for those of `out`) is built
+    on first use: a loop that recomputes and is never differentiated
+    does not build it."""
 
-    state: list
-    leaves: list
-    out: list
-    residuals: list
-    cotangent: list
-    grads: list
-    wrt_state: list
-    wrt_leaves: list
+    def __init__(self, run, state0, leaves, reverse: Reverse):
+        self.state = [s.type() for s in state0]
+        self.leaves = [lf.type() for lf in leaves]
+        self.out = list(run(self.state, self.leaves))
+        self.reverse = reverse
+        self.wrt_state = [i for i, x in enumerate(self.state) if _differentiable(x)]
+        self.wrt_leaves = [i for i, x in enumerate(self.leaves) if _differentiable(x)]
+
+    @functools.cached_property
+    def _vjp(self) -> tuple[list, list]:
+        """(cotangent probes, the VJP's outputs)."""
+        cot = [o.type() for o in self.out]
+        total = sum((o * c).sum() for o, c in zip(self.out, cot) if _differentiable(o))
+        wrt = ([self.state[k] for k in self.wrt_state]
+               + [self.leaves[k] for k in self.wrt_leaves])
+        grads = pytensor.grad(total, wrt, disconnected_inputs="ignore",
+                              return_disconnected="zero")
+        return cot, list(grads)
+
+    @functools.cached_property
+    def residuals(self) -> list:
+        if self.reverse is Reverse.RECOMPUTE:
+            return []
+        cot, grads = self._vjp
+        on_state = _dependents(grads, self.state)
+        # (A gradient that does not read the cotangents is zero: not kept.)
+        return [v for v in _frontier(grads, cot)
+                if v in on_state and v not in self.state and v not in grads]
 
     def forward(self, state, leaves) -> list:
         """The next state and the residuals of one step from `state`."""
@@ -155,32 +177,36 @@ class _StepGraph:
 
     def vjp(self, state, leaves, residuals, cotangent) -> list:
         """The VJP's graph for one step (its inner loops inlined)."""
+        cot, grads = self._vjp
         replace = self._inputs(state, leaves) | dict(zip(self.residuals, residuals))
-        replace |= dict(zip(self.cotangent, cotangent))
-        return inline_loops(clone_replace(self.grads, replace=replace))
+        replace |= dict(zip(cot, cotangent))
+        return inline_loops(clone_replace(grads, replace=replace))
 
     def _inputs(self, state, leaves) -> dict:
         return dict(zip(self.state, state)) | dict(zip(self.leaves, leaves))
 
 
-def _step_graph(run, state0, leaves, reverse: Reverse) -> _StepGraph:
-    state = [s.type() for s in state0]
-    lv = [lf.type() for lf in leaves]
-    out = run(state, lv)
-    cot = [o.type() for o in out]
-    total = sum((o * c).sum() for o, c in zip(out, cot) if _differentiable(o))
-    wrt_state = [i for i, s in enumerate(state) if _differentiable(s)]
-    wrt_leaves = [i for i, x in enumerate(lv) if _differentiable(x)]
-    wrt = [state[k] for k in wrt_state] + [lv[k] for k in wrt_leaves]
-    grads = pytensor.grad(total, wrt, disconnected_inputs="ignore", return_disconnected="zero")
-    residuals = []
-    if reverse is Reverse.STORE:
-        on_state = _dependents(grads, state)
-        # (A gradient that does not read the cotangents is zero: not kept.)
-        residuals = [v for v in _frontier(grads, cot)
-                     if v in on_state and v not in state and v not in grads]
-    return _StepGraph(state, lv, list(out), residuals, cot, list(grads), wrt_state,
-                      wrt_leaves)
+def _loop_pattern(step: _StepGraph, n_out: int) -> list:
+    """Which loop outputs (the state sequences, then the residual ones:
+    the first `n_out` of them) depend on which inputs (the initial state,
+    then the leaves), as `[input][output]` booleans: one step's pattern
+    closed over the steps. (Read from the step's graph: asking the loop's
+    scan instead analyses its whole inner graph, which took minutes for
+    the quadruped's solver loop.)"""
+    n_state = len(step.state)
+    one = io_connection_pattern(step.state + step.leaves, step.out + step.residuals)
+    # reach[i][k]: state component k after some number of steps >= 1 depends on input i.
+    reach = [list(row[:n_state]) for row in one]
+    changed = True
+    while changed:
+        changed = False
+        for row in reach:
+            for k in range(n_state):
+                if not row[k] and any(row[j] and one[j][k] for j in range(n_state)):
+                    row[k] = changed = True
+    # An output of step t reads the inputs directly or through the state before it.
+    return [[one[i][o] or any(reach[i][j] and one[j][o] for j in range(n_state))
+             for o in range(n_out)] for i in range(len(one))]
 
 
 def _dependents(outs: list, probe: list) -> set:
@@ -320,7 +346,7 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
     inner_state = [s.type() for s in state0]
     inner_leaves = [lf.type() for lf in leaves]
     inner_n = n_steps.type()
-    step = _step_graph(run, inner_state, inner_leaves, options.reverse)
+    step = _StepGraph(run, inner_state, inner_leaves, options.reverse)
     if options.checkpoint:
         inner_out = _forward_kept(step, inner_state, inner_leaves, inner_n,
                                   options.checkpoint, name)
@@ -330,7 +356,7 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
     # disconnected gradient, not zeros, to agree with the Op's connection
     # pattern; so must an input whose outputs all have disconnected
     # cotangents (e.g. a sphere's rotation when the loss ignores rotations).
-    pattern = io_connection_pattern(inner_state + inner_leaves, inner_out)
+    pattern = _loop_pattern(step, len(inner_out))
 
     def pullback(inputs, outputs, cotangents):
         s0 = inputs[:n_state]
@@ -348,7 +374,8 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
         return grads + [disconnected_type()]
 
     op = OpFromGraph(inner_state + inner_leaves + [inner_n], inner_out,
-                     pullback=pullback, inline=True, name=name)
+                     pullback=pullback, inline=True, name=name,
+                     connection_pattern=pattern + [[False] * len(inner_out)])
     out = op(*state0, *leaves, n_steps)
     return (list(out) if isinstance(out, (list, tuple)) else [out])[:n_state]
 

@@ -144,6 +144,28 @@ def test_stored_residuals_replace_the_recomputed_step():
     assert "Mul" in found[Reverse.STORE]
 
 
+@pytest.mark.parametrize("reverse", list(Reverse))
+def test_connection_pattern_is_closed_over_the_steps(reverse):
+    """x <- x + y, y <- z, z <- a * z, w <- w * b: after several steps x
+    reads a through y and z, and nothing but w reads b; the pattern the
+    loop gives its wrapper (from one step's graph, closed over steps) is
+    the one PyTensor derives from the forward scan itself."""
+    from pytensor.graph.op import io_connection_pattern
+    a, b = pt.scalar("a"), pt.scalar("b")
+    init = [pt.scalar(n) for n in "xyzw"]
+
+    def run(s, lv):
+        x, y, z, w = s
+        return [x + pt.sin(y), y * 0 + z, lv[0] * z, w * lv[1]]
+
+    outs = loop_with_adjoint(run, init, [a, b], 4, LoopOptions(reverse=reverse))
+    node = outs[0].owner
+    given = node.op.connection_pattern(node)[:6]
+    derived = io_connection_pattern(node.op.inner_inputs[:6], node.op.inner_outputs)
+    assert given == derived
+    assert given[4][0] and not given[5][0] and given[5][3] and not given[4][3]
+
+
 def test_checkpoint_options_are_checked():
     from symphys.errors import ParameterError
     with pytest.raises(ParameterError, match="cannot be combined"):
