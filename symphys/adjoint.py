@@ -21,9 +21,10 @@ solver sweep reading its rows) into one with explicit leaves, as the
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytensor
 import pytensor.tensor as pt
@@ -66,9 +67,9 @@ class LoopOptions:
       every step, the values of the step that its VJP reads (the
       residuals), so the reverse pass runs only the VJP, for more memory
       (several times the states'). With checkpoints, the residuals are
-      kept for one segment at a time. The solver's sweep loop stores (its
-      residuals live for one step); see the README's speed section for
-      the time loop measured both ways."""
+      kept for one segment at a time. Loops built inside a storing loop's
+      step (the solver's sweeps) store too. See the README's speed section
+      for both measured."""
 
     gradient_decay: float = 1.0
     truncate: int = 0
@@ -130,6 +131,11 @@ def _dense(outputs, cotangents) -> list:
             for o, c in zip(outputs, cotangents)]
 
 
+# True while the step of a storing loop is built: loops inside it store too
+# (their residuals become the outer step's).
+_STORING = contextvars.ContextVar("symphys_storing_loop", default=False)
+
+
 class _StepGraph:
     """One step `run` on probe inputs, split for the loops.
 
@@ -144,7 +150,11 @@ class _StepGraph:
     def __init__(self, run, state0, leaves, reverse: Reverse):
         self.state = [s.type() for s in state0]
         self.leaves = [lf.type() for lf in leaves]
-        self.out = list(run(self.state, self.leaves))
+        token = _STORING.set(_STORING.get() or reverse is Reverse.STORE)
+        try:
+            self.out = list(run(self.state, self.leaves))
+        finally:
+            _STORING.reset(token)
         self.reverse = reverse
         self.wrt_state = [i for i, x in enumerate(self.state) if _differentiable(x)]
         self.wrt_leaves = [i for i, x in enumerate(self.leaves) if _differentiable(x)]
@@ -337,6 +347,8 @@ def loop_with_adjoint(run, state0, leaves, n_steps, options: LoopOptions = LoopO
     state0 = [pt.as_tensor_variable(s) for s in state0]
     leaves = [pt.as_tensor_variable(lf) for lf in leaves]
     n_steps = pt.as_tensor_variable(n_steps).astype("int64")
+    if _STORING.get():
+        options = replace(options, reverse=Reverse.STORE)
     if options.checkpoint:
         every = options.checkpoint
         n_steps = Assert(f"the number of steps must be a multiple of checkpoint={every}")(

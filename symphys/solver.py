@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import pytensor.tensor as pt
 
-from symphys.adjoint import LoopOptions, Reverse, close_over, loop_with_adjoint
+from symphys.adjoint import close_over, loop_with_adjoint
 from symphys.algebra import Mat3, Vec3, cross, safe_div, tangent_basis
 from symphys.contacts import ContactBlock, ContactGeometry, Gather, STATIC
 from symphys.model import BodyArrays
@@ -497,8 +497,7 @@ def solve(blocks: list, V, iterations: int, friction_model: FrictionModel):
         return [nV] + [x for group in nacc for x in group]
 
     run, leaves = close_over(sweep, init)
-    # The sweeps' residuals (each sweep's clamps and row velocities) are
-    # kept for the reverse pass: they live for one time step.
-    out = loop_with_adjoint(run, init, leaves, iterations, LoopOptions(reverse=Reverse.STORE),
-                            name="symphys_pgs")
+    # The reverse pass recomputes each sweep, or stores its residuals when
+    # the time loop stores its own (`adjoint.LoopOptions.reverse`).
+    out = loop_with_adjoint(run, init, leaves, iterations, name="symphys_pgs")
     return out[0][-1]

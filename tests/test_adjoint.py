@@ -145,6 +145,39 @@ def test_stored_residuals_replace_the_recomputed_step():
 
 
 @pytest.mark.parametrize("reverse", list(Reverse))
+def test_nested_loop_stores_when_its_outer_loop_does(reverse):
+    """A loop built inside a storing loop's step (the solver's sweeps in a
+    time step) stores its residuals too, and otherwise recomputes; the
+    gradient is the same either way (against the scan gradient of the
+    same nested recurrence)."""
+    a = pt.vector("a", shape=(3,))
+    x0 = pt.vector("x0", shape=(3,))
+    inner_outputs = []
+
+    def step(s, lv):
+        def sweep(c, v):
+            return [c[0] + 0.1 * pt.sin(c[0] * v[0])]
+        (xs,) = loop_with_adjoint(sweep, [s[0]], [lv[0]], 4, name="inner")
+        inner_outputs.append(len(xs.owner.outputs))
+        return [xs[-1] * 0.9 + pt.cos(s[0])]
+
+    (xs,) = loop_with_adjoint(step, [x0], [a], 5, LoopOptions(reverse=reverse))
+    assert (inner_outputs[0] > 1) == (reverse is Reverse.STORE)
+
+    def ref_step(x):
+        ys = pytensor.scan(lambda y: y + 0.1 * pt.sin(y * a), outputs_info=[x], n_steps=4,
+                           return_updates=False)
+        return ys[-1] * 0.9 + pt.cos(x)
+
+    ref = pytensor.scan(ref_step, outputs_info=[x0], n_steps=5, return_updates=False)
+    losses = [(xs ** 2).sum(), (ref ** 2).sum()]
+    fn = compile([a, x0], [g for loss in losses for g in pytensor.grad(loss, [a, x0])], "cvm")
+    out = fn(VALUES[0], VALUES[2])
+    for ours, expected in zip(out[:2], out[2:]):
+        np.testing.assert_allclose(ours, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("reverse", list(Reverse))
 def test_connection_pattern_is_closed_over_the_steps(reverse):
     """x <- x + y, y <- z, z <- a * z, w <- w * b: after several steps x
     reads a through y and z, and nothing but w reads b; the pattern the
