@@ -150,7 +150,8 @@ class _StepGraph:
     def __init__(self, run, state0, leaves, reverse: Reverse):
         self.state = [s.type() for s in state0]
         self.leaves = [lf.type() for lf in leaves]
-        token = _STORING.set(_STORING.get() or reverse is Reverse.STORE)
+        # (`loop_with_adjoint` has already made a loop inside a storing one store.)
+        token = _STORING.set(reverse is Reverse.STORE)
         try:
             self.out = list(run(self.state, self.leaves))
         finally:
