@@ -146,6 +146,12 @@ class Compiled:
         return np.asarray(out)
 
 
+# Backends whose conversion of a loop rewrites its inner graph in place
+# (PyTensor's Numba and JAX Scan dispatch), so a stored graph holds its
+# loops rewritten; the CVM rewrites a copy when it compiles a loop.
+REWRITES_LOOPS_IN_PLACE = (Backend.NUMBA, Backend.JAX)
+
+
 def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
             disk_cache: bool = True, rewrites_on: bool | None = None, **kwargs) -> Compiled:
     """Compile `outputs` as a function of `inputs` on `backend`.
@@ -162,6 +168,7 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
     on = rewrites.enabled(backend) if rewrites_on is None else bool(rewrites_on)
     mode = mode_for(backend, on)
     single = not isinstance(outputs, (list, tuple))
+    in_place = backend in REWRITES_LOOPS_IN_PLACE
     use_cache = disk_cache and not kwargs and compile_cache.cache_dir() is not None
     if use_cache:
         outs = [outputs] if single else list(outputs)
@@ -169,7 +176,7 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
         rules = EXCLUDED_REWRITES + (
             f"symphys-rewrites={on},loops={rewrites.enabled()},v{rewrites.VERSION}",)
         key = compile_cache.graph_key(inputs, outs, backend.value, rules)
-        fn = compile_cache.load(key, mode)
+        fn = compile_cache.load(key, mode, in_place)
         if fn is not None:
             return Compiled(fn, backend, names, single=single)
     fn = pytensor.function(inputs, outputs, mode=mode, on_unused_input="ignore", **kwargs)
@@ -179,7 +186,7 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
         # code) is then the same in both, and the second process finds the
         # compiled machine code too. (Backend code is generated on the
         # first call, so the in-process function is never compiled.)
-        reloaded = compile_cache.load(key, mode)
+        reloaded = compile_cache.load(key, mode, in_place)
         if reloaded is not None:
             return Compiled(reloaded, backend, names, single=single)
     return Compiled(fn, backend, names)

@@ -9,9 +9,15 @@ one for graphs seen before: after a compile it pickles the rewritten
 
 The key is a SHA-256 of the backend, the versions of symphys, PyTensor and
 NumPy, the rewrites left out (`backends.EXCLUDED_REWRITES`), the input
-types, a print of the graph before rewriting (inner graphs included) and
-the bytes of every constant in it, so a different loss, scene structure or
+types and a print of the graph before rewriting (inner graphs included,
+each constant named by a hash of its bytes: `graph_text`), so a different loss, scene structure or
 step count gets a different entry.
+
+Numba and JAX rewrite each loop's inner graph when they convert the loop,
+in place, so the graph stored after a compile holds rewritten loops. A
+graph read back for those backends has its loops marked as rewritten
+(`_Rewritten`): converting them again runs no rewrites, which were most of
+a warm compile.
 
 Location: the `SYMPHYS_CACHE_DIR` environment variable, else
 `~/.cache/symphys/graphs`; set `SYMPHYS_CACHE_DIR` to an empty string to
@@ -24,6 +30,7 @@ import hashlib
 import logging
 import os
 import pickle
+import re
 import sys
 import tempfile
 import threading
@@ -34,9 +41,10 @@ import pytensor
 from pytensor.compile.io import In, SymbolicOutput
 from pytensor.graph.basic import Constant
 from pytensor.graph.fg import FunctionGraph
+from pytensor.scan.op import Scan
 
 _log = logging.getLogger(__name__)
-FORMAT = 1     # bump when what is stored changes
+FORMAT = 2     # bump when what is stored changes
 
 
 def cache_dir() -> Path | None:
@@ -66,6 +74,27 @@ def _constants(outputs) -> list:
     return found
 
 
+def _constant_label(const) -> str:
+    """A constant named by its type and bytes."""
+    data = np.ascontiguousarray(np.asarray(const.data))
+    digest = hashlib.sha256(f"{const.type}{data.dtype}{data.shape}".encode())
+    digest.update(data.tobytes())
+    return f"[const {digest.hexdigest()[:24]}]"
+
+
+def graph_text(outputs) -> str:
+    """A print of the graph of `outputs` (inner graphs included) that is the
+    same in every process building that graph. Whether two equal constants
+    are one object or two depends on what else the process did before, so
+    constants are named by their type and bytes, and the other `[id ...]`
+    labels are renumbered in order of first appearance."""
+    labels = {c: _constant_label(c) for c in _constants(outputs)}
+    text = pytensor.printing.debugprint(list(outputs), file="str", used_ids=labels)
+    order: dict[str, str] = {}
+    return re.sub(r"\[id ([A-Z]+)\]",
+                  lambda m: order.setdefault(m.group(1), f"[id {len(order)}]"), text)
+
+
 def graph_key(inputs, outputs, backend_name: str, excluded: tuple[str, ...] = ()) -> str:
     """A hex digest identifying the function `inputs -> outputs` on a
     backend, rewritten without the `excluded` rewrites."""
@@ -78,16 +107,49 @@ def graph_key(inputs, outputs, backend_name: str, excluded: tuple[str, ...] = ()
         h.update(part.encode())
     for var in inputs:
         h.update(f"{var.name}:{var.type}".encode())
-    h.update(pytensor.printing.debugprint(list(outputs), file="str").encode())
-    for const in _constants(outputs):
-        data = np.asarray(const.data)
-        h.update(f"{data.dtype}{data.shape}".encode())
-        h.update(np.ascontiguousarray(data).tobytes())
+    h.update(graph_text(outputs).encode())
     return h.hexdigest()
 
 
-def load(key: str, mode):
-    """The cached function for `key` linked under `mode`, or None."""
+class _Rewritten:
+    """The mode of a loop whose inner graph is rewritten already. PyTensor's
+    Numba and JAX conversions of a loop ask its mode for rewrites
+    (`get_mode(op.mode).including(...).excluding(...).optimizer`) and run
+    them on the inner graph; this one has none to give."""
+
+    def including(self, *tags):
+        return self
+
+    def excluding(self, *tags):
+        return self
+
+    @property
+    def optimizer(self):
+        return _unchanged
+
+
+def _unchanged(fgraph) -> None:
+    """A rewriter that leaves `fgraph` as it is."""
+
+
+def _mark_loops_rewritten(fgraph: FunctionGraph) -> int:
+    """Give every loop of `fgraph` (nested loops included) the `_Rewritten`
+    mode; how many were marked. Only for ops read back from the cache: the
+    mode is not part of a loop op's identity and nothing else holds them."""
+    marked, stack = 0, [fgraph]
+    while stack:
+        for node in stack.pop().apply_nodes:
+            if isinstance(node.op, Scan) and not isinstance(node.op.mode, _Rewritten):
+                node.op.mode = _Rewritten()
+                marked += 1
+                stack.append(node.op.fgraph)
+    return marked
+
+
+def load(key: str, mode, loops_rewritten: bool = False):
+    """The cached function for `key` linked under `mode`, or None.
+    `loops_rewritten`: the backend rewrote the loops' inner graphs in place
+    before the graph was stored (Numba, JAX), so they are linked as they are."""
     folder = cache_dir()
     path = None if folder is None else folder / f"{key}.pkl"
     if path is None or not path.exists():
@@ -96,6 +158,8 @@ def load(key: str, mode):
         with open(path, "rb") as f:
             in_vars, out_vars = _with_deep_stack(lambda: pickle.loads(f.read()))
         fgraph = FunctionGraph(in_vars, out_vars, clone=False)
+        if loops_rewritten:
+            _mark_loops_rewritten(fgraph)
         maker = pytensor.compile.maker.FunctionMaker(
             [In(v) for v in in_vars], [SymbolicOutput(v) for v in out_vars],
             mode=mode, fgraph=fgraph, accept_inplace=True, no_fgraph_prep=True,

@@ -1,7 +1,11 @@
 """The on-disk cache of rewritten graphs (symphys.compile_cache)."""
 
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
+import pytest
+from pytensor.graph.basic import Constant
+from pytensor.scan.op import Scan
 
 from symphys import compile_cache
 from symphys.backends import compile
@@ -20,7 +24,7 @@ def test_second_compile_loads_the_rewritten_graph(tmp_path, monkeypatch):
     calls = []
     real_load = compile_cache.load
     monkeypatch.setattr(compile_cache, "load",
-                        lambda key, mode: calls.append(key) or real_load(key, mode))
+                        lambda key, *a: calls.append(key) or real_load(key, *a))
     x2, y2 = _graph(3.0)                       # the same graph, built again
     second = compile([x2], y2, backend="numba")
     assert calls and second.fn is not first.fn
@@ -51,3 +55,82 @@ def test_cache_switched_off_by_empty_dir(tmp_path, monkeypatch):
     assert compile_cache.cache_dir() is None
     x, y = _graph(2.0)
     assert float(compile([x], y, backend="cvm")(np.zeros(3))) == 0.0
+
+
+def test_key_ignores_which_equal_constants_are_one_object():
+    # Whether two equal constants are one object depends on what the process
+    # built before; the key must not (a gradient built after a compile in one
+    # process, and without it in another, must find the same entry).
+    x = pt.vector("x")
+    two = pt.constant(2.0)
+    shared = x * two + pt.exp(x) * two
+    separate = x * pt.constant(2.0) + pt.exp(x) * pt.constant(2.0)
+    consts = [v for v in pytensor.graph.traversal.ancestors([separate])
+              if isinstance(v, Constant)]
+    assert len({id(c) for c in consts}) == 2
+    assert compile_cache.graph_key([x], [shared], "jax") == compile_cache.graph_key(
+        [x], [separate], "jax")
+    other = x * pt.constant(2.0) + pt.exp(x) * pt.constant(3.0)
+    assert compile_cache.graph_key([x], [shared], "jax") != compile_cache.graph_key(
+        [x], [other], "jax")
+
+
+def _nested_loops():
+    """x -> sum of 3 outer steps, each an inner 4-step loop, with work in
+    both bodies that PyTensor's rewrites change (exp of log, a product by one)."""
+    x = pt.vector("x")
+
+    def inner(s):
+        return pt.exp(pt.log(s * 1.0 + 1.0)) * 0.5
+
+    def outer(s):
+        return pytensor.scan(inner, outputs_info=[s], n_steps=4,
+                             return_updates=False)[-1] + pt.sin(s)
+
+    seq = pytensor.scan(outer, outputs_info=[x], n_steps=3, return_updates=False)
+    return x, seq.sum()       # every step kept: the outer loop op survives rewriting
+
+
+def _loops(fgraph):
+    stack, found = [fgraph], []
+    while stack:
+        for node in stack.pop().apply_nodes:
+            if isinstance(node.op, Scan):
+                found.append(node.op)
+                stack.append(node.op.fgraph)
+    return found
+
+
+def _expected(x):
+    total = 0.0
+    for _ in range(3):
+        s = x
+        for _ in range(4):
+            s = (s + 1.0) * 0.5
+        x = s + np.sin(x)
+        total += x.sum()
+    return total
+
+
+@pytest.mark.parametrize("backend", ["jax", "numba"])
+def test_loops_read_back_are_linked_without_rewriting_again(backend, tmp_path, monkeypatch):
+    # Numba and JAX rewrite a loop's inner graph in place as they convert
+    # it, so the stored graph holds rewritten loops: read back, they are
+    # marked and converted as they are.
+    monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
+    value = np.linspace(0.1, 1.0, 3)
+    x, y = _nested_loops()
+    first = compile([x], y, backend=backend)        # stored, then read back
+    loops = _loops(first.fn.maker.fgraph)
+    assert len(loops) == 2
+    assert all(isinstance(op.mode, compile_cache._Rewritten) for op in loops)
+    # The stored inner graphs were rewritten by the first conversion.
+    assert all("Composite" in str([n.op for n in op.fgraph.apply_nodes]) for op in loops)
+    rewritten = []
+    real = compile_cache._unchanged
+    monkeypatch.setattr(compile_cache, "_unchanged", lambda fg: rewritten.append(fg) or real(fg))
+    x2, y2 = _nested_loops()
+    second = compile([x2], y2, backend=backend)
+    assert len(rewritten) == 2                      # each loop asked, none rewrote
+    assert float(second(value)) == float(first(value))
+    assert np.isclose(float(second(value)), _expected(value), rtol=1e-13)
