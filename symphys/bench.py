@@ -3,8 +3,11 @@
 A case is (scene, batch, backend, rewrites on/off). Each runs in a child
 process twice: first with empty PyTensor, Numba and symphys graph caches
 (cold compile), then with the same caches again (warm compile: rewritten
-graphs and Numba code come from disk). Run times are the median of several
-calls after the first. In the same run, on the same scenes and batches,
+graphs and Numba code come from disk). Numba and CVM functions serve every
+batch size, so for those backends only a scene's first batch compiles cold;
+later batches run warm in its caches and report its cold figures
+(`compile_cold_from_batch`). Run times are the median of several calls
+after the first. In the same run, on the same scenes and batches,
 the peers are timed in their own child processes: MuJoCo (`mj_step` in a
 loop over worlds, and its threaded batched `rollout`; the `mujoco` package,
 extra `symphys[bench]`) and, for the sphere scenes, the hand-written Numba
@@ -249,26 +252,74 @@ def _run_child(code: str, env: dict | None = None, label: str = "") -> object:
     raise RuntimeError(f"benchmark child failed for {label}:\n{out.stderr[-3000:]}")
 
 
-def run_case(scene: str, batch: int, backend: str, rewrites_on: bool = True) -> dict:
-    """One case, cold then warm, each in a fresh child with one cache folder."""
-    code = ("import json; from symphys.bench import measure; "
+def _child_env(cache: str) -> dict:
+    """This process's environment with PyTensor, Numba and symphys caches in `cache`."""
+    env = dict(os.environ)
+    env["PYTENSOR_FLAGS"] = f"base_compiledir={cache}"
+    env["SYMPHYS_CACHE_DIR"] = os.path.join(cache, "symphys-graphs")
+    env["NUMBA_CACHE_DIR"] = os.path.join(cache, "numba")
+    return env
+
+
+def _measure_code(scene: str, batch: int, backend: str, rewrites_on: bool) -> str:
+    return ("import json; from symphys.bench import measure; "
             f"print('RESULT' + json.dumps(measure({scene!r}, {batch}, {backend!r}, "
             f"{rewrites_on!r})))")
+
+
+def run_case(scene: str, batch: int, backend: str, rewrites_on: bool = True,
+             cache: str | None = None, compiled: dict | None = None) -> dict:
+    """One case, cold then warm, each in a fresh child with one cache folder
+    (a new one, or `cache`). `compiled`: the row of a case already run in
+    `cache` whose functions serve this one too (Numba and CVM compile one
+    function for every batch size); only the warm child runs, and the cold
+    figures are that row's (`compile_cold_from_batch` says which)."""
+    code = _measure_code(scene, batch, backend, rewrites_on)
     label = f"{scene}/{batch}/{backend}/rewrites={'on' if rewrites_on else 'off'}"
-    with tempfile.TemporaryDirectory(prefix="symphys-bench-") as cache:
-        env = dict(os.environ)
-        env["PYTENSOR_FLAGS"] = f"base_compiledir={cache}"
-        env["SYMPHYS_CACHE_DIR"] = os.path.join(cache, "symphys-graphs")
-        env["NUMBA_CACHE_DIR"] = os.path.join(cache, "numba")
-        cold = _run_child(code, env, label)
+    with tempfile.TemporaryDirectory(prefix="symphys-bench-") as fresh:
+        env = _child_env(cache or fresh)
+        cold = compiled if compiled is not None else _run_child(code, env, label)
         warm = _run_child(code, env, label)
     row = dict(warm)
+    if compiled is not None:
+        row["compile_cold_from_batch"] = compiled["batch"]
+        cold = {"compile_gradient_s": compiled["compile_cold_s"],
+                "compile_forward_s": compiled["compile_forward_cold_s"],
+                "peak_mb": compiled["peak_mb_cold"]}
     row["compile_cold_s"] = cold["compile_gradient_s"]
     row["compile_warm_s"] = warm["compile_gradient_s"]
     row["compile_forward_cold_s"] = cold["compile_forward_s"]
     row["compile_forward_warm_s"] = warm["compile_forward_s"]
     row["peak_mb_cold"] = cold["peak_mb"]
     return row
+
+
+def run_cases(cases: list[tuple], record, progress=iter) -> None:
+    """Run `cases` ((scene, batch, backend, rewrites_on)), passing each row
+    (or the RuntimeError of a failed child) to `record(case, row_or_error)`.
+    Numba and CVM functions serve any batch size, so those backends compile
+    once per (scene, backend, rewrites): later batches run warm from the
+    first one's caches."""
+    caches: dict[tuple, tuple] = {}
+    with tempfile.TemporaryDirectory(prefix="symphys-bench-shared-") as root:
+        for case in progress(cases):
+            scene, batch, backend, on = case
+            shared = backend != "jax" and scene != "array"
+            group = (scene, backend, on)
+            try:
+                if shared and group in caches:
+                    folder, first = caches[group]
+                    row = run_case(*case, cache=folder, compiled=first)
+                elif shared:
+                    folder = os.path.join(root, f"{scene}-{backend}-{on}")
+                    row = run_case(*case, cache=folder)
+                    caches[group] = (folder, row)
+                else:
+                    row = run_case(*case)
+            except RuntimeError as exc:
+                record(case, exc)
+                continue
+            record(case, row)
 
 
 def run_peers(scene: str, batch: int) -> tuple[list[dict], list[str]]:
@@ -510,19 +561,22 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
             tmp.write_text(json.dumps(doc, indent=1))
             tmp.replace(json_path)
 
-    for scene, batch, backend, on in tqdm(todo, desc="bench"):
-        try:
-            doc["rows"].append(run_case(scene, batch, backend, on))
-        except RuntimeError as exc:   # keep the other cases' numbers
+    def record(case, row):
+        scene, batch, backend, on = case
+        if isinstance(row, Exception):   # keep the other cases' numbers
             doc["failures"].append({"scene": scene, "batch": batch, "backend": backend,
-                                    "rewrites": on, "error": str(exc)[-2000:]})
-            print(f"bench case {scene}/{batch}/{backend} failed:\n{exc}")
+                                    "rewrites": on, "error": str(row)[-2000:]})
+            print(f"bench case {scene}/{batch}/{backend} failed:\n{row}")
+        else:
+            doc["rows"].append(row)
         if peers and (scene, batch) not in peer_done:
             rows, notes = run_peers(scene, batch)
             doc["peers"].extend(rows)
             doc["notes"].extend(notes)
             peer_done.add((scene, batch))
         save()
+
+    run_cases(todo, record, lambda cases: tqdm(cases, desc="bench"))
     save()
     print_report(doc)
     if json_path:

@@ -123,3 +123,29 @@ def test_report_only_reads_the_json(tmp_path, capsys):
     assert "numba rewrites on / off forward" in capsys.readouterr().out
     with pytest.raises(ParameterError, match="nothing to report"):
         bench.main(json_path=str(tmp_path / "missing.json"), report_only=True)
+
+
+def test_numba_and_cvm_compile_once_per_scene(monkeypatch):
+    # A Numba or CVM function serves every batch size: later batches of a
+    # (scene, backend, rewrites) run warm in the first one's caches and carry
+    # its cold figures; JAX specialises to a batch size, so each compiles.
+    calls = []
+
+    def fake_run_case(scene, batch, backend, on, cache=None, compiled=None):
+        calls.append((scene, batch, backend, cache, compiled and compiled["batch"]))
+        if batch == 16 and backend == "cvm":
+            raise RuntimeError("child failed")
+        return {"scene": scene, "batch": batch, "backend": backend, "rewrites": on}
+
+    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    recorded = []
+    cases = [("ball", b, k, True) for b in (1, 16, 128) for k in ("numba", "jax", "cvm")]
+    bench.run_cases(cases, lambda case, row: recorded.append((case, row)))
+    assert [c[:3] for c, _ in recorded] == [c[:3] for c in cases]
+    assert isinstance(recorded[5][1], RuntimeError)            # ball/16/cvm, reported
+    by = {(c[1], c[2]): c for c in calls}
+    assert by[(1, "numba")][3] is not None and by[(1, "numba")][4] is None
+    assert by[(16, "numba")][3] == by[(128, "numba")][3] == by[(1, "numba")][3]
+    assert by[(16, "numba")][4] == by[(128, "numba")][4] == 1
+    assert by[(128, "cvm")][3] == by[(1, "cvm")][3] != by[(1, "numba")][3]
+    assert all(by[(b, "jax")][3] is None and by[(b, "jax")][4] is None for b in (1, 16, 128))
