@@ -482,7 +482,7 @@ def solve(blocks: list, V, iterations: int, friction_model: FrictionModel):
     sweeps run as a `scan` (with its own adjoint,
     `adjoint.loop_with_adjoint`) over velocities in matrix form (B, N, 6),
     so the graph (and its compile time) does not grow with the iteration
-    count. V: (B, N, 6) velocities before the solve; returns them after."""
+    count; a single sweep is inlined. V: (B, N, 6) velocities before the solve; returns them after."""
     zero = [pt.zeros_like(rows.target) if isinstance(rows, RowGroup) else
             pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
                           .velocity(V)) for rows in blocks]
@@ -496,6 +496,8 @@ def solve(blocks: list, V, iterations: int, friction_model: FrictionModel):
         nV, nacc = _sweep(blocks, carry[0], cacc, friction_model)
         return [nV] + [x for group in nacc for x in group]
 
+    if iterations == 1:         # one sweep needs no loop (nor a loop's per-step overhead)
+        return sweep(init)[0]
     run, leaves = close_over(sweep, init)
     # The reverse pass recomputes each sweep, or stores its residuals when
     # the time loop stores its own (`adjoint.LoopOptions.reverse`).
