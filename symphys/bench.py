@@ -4,8 +4,8 @@ A case is (scene, batch, backend, rewrites on/off). Each runs in a child
 process twice: first with empty PyTensor, Numba and symphys graph caches
 (cold compile), then with the same caches again (warm compile: rewritten
 graphs and Numba code come from disk). Numba and CVM functions serve every
-batch size, so for those backends only a scene's first batch compiles cold;
-later batches run warm in its caches and report its cold figures
+batch size, so for those backends only a scene's first batched case (and
+batch 1, whose graph is unbatched) compiles cold; later batches run warm in its caches and report its cold figures
 (`compile_cold_from_batch`). Run times are the median of several calls
 after the first. In the same run, on the same scenes and batches,
 the peers are timed in their own child processes: MuJoCo (`mj_step` in a
@@ -298,20 +298,20 @@ def run_cases(cases: list[tuple], record, progress=iter) -> None:
     """Run `cases` ((scene, batch, backend, rewrites_on)), passing each row
     (or the RuntimeError of a failed child) to `record(case, row_or_error)`.
     Numba and CVM functions serve any batch size, so those backends compile
-    once per (scene, backend, rewrites): later batches run warm from the
-    first one's caches."""
+    once per (scene, backend, rewrites) and batched or not (batch 1 builds
+    an unbatched graph): later batches run warm from the first one's caches."""
     caches: dict[tuple, tuple] = {}
     with tempfile.TemporaryDirectory(prefix="symphys-bench-shared-") as root:
         for case in progress(cases):
             scene, batch, backend, on = case
             shared = backend != "jax" and scene != "array"
-            group = (scene, backend, on)
+            group = (scene, backend, on, batch == 1)     # one world: an unbatched graph
             try:
                 if shared and group in caches:
                     folder, first = caches[group]
                     row = run_case(*case, cache=folder, compiled=first)
                 elif shared:
-                    folder = os.path.join(root, f"{scene}-{backend}-{on}")
+                    folder = os.path.join(root, "-".join(map(str, group)))
                     row = run_case(*case, cache=folder)
                     caches[group] = (folder, row)
                 else:
