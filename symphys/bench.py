@@ -493,8 +493,9 @@ def plot(doc: dict, path: str) -> None:
                     label=f"{backend} forward{tag}")
             ax.plot(b, [r["gradient_ns_per_world_step"] for r in rs], style + "s", color=colour,
                     alpha=0.5, label=f"{backend} fwd+bwd{tag}")
-        for p, marker in ((p, "*" if p["engine"] == "kernel" else "^") for p in doc["peers"]
-                          if p["scene"] == scene):
+        markers = {"kernel": "*", "mj_step": "^", "rollout": "v"}
+        for p in (p for p in doc["peers"] if p["scene"] == scene):
+            marker = markers["kernel"] if p["engine"] == "kernel" else markers.get(p["method"], "^")
             ax.plot([p["batch"]], [p["ns_per_world_step"]], marker, color="k", ms=9,
                     label=f"{p['engine']} {p['method']}")
         handles, labels = ax.get_legend_handles_labels()
