@@ -5,9 +5,10 @@ process twice: first with empty PyTensor, Numba and symphys graph caches
 (cold compile), then with the same caches again (warm compile: rewritten
 graphs and Numba code come from disk). Numba and CVM functions serve every
 batch size, so for those backends only a scene's first batched case (and
-batch 1, whose graph is unbatched) compiles cold; later batches run warm in its caches and report its cold figures
-(`compile_cold_from_batch`). Run times are the median of several calls
-after the first. In the same run, on the same scenes and batches,
+batch 1, whose graph is unbatched) compiles cold; later batches run warm
+in its caches and report its cold figures (`compile_cold_from_batch`).
+Run times are the median of several calls after the first. In the same
+run, on the same scenes and batches,
 the peers are timed in their own child processes: MuJoCo (`mj_step` in a
 loop over worlds, and its threaded batched `rollout`; the `mujoco` package,
 extra `symphys[bench]`) and, for the sphere scenes, the hand-written Numba
@@ -278,14 +279,16 @@ def run_case(scene: str, batch: int, backend: str, rewrites_on: bool = True,
     label = f"{scene}/{batch}/{backend}/rewrites={'on' if rewrites_on else 'off'}"
     with tempfile.TemporaryDirectory(prefix="symphys-bench-") as fresh:
         env = _child_env(cache or fresh)
-        cold = compiled if compiled is not None else _run_child(code, env, label)
+        if compiled is None:
+            cold = _run_child(code, env, label)
+        else:
+            cold = {"compile_gradient_s": compiled["compile_cold_s"],
+                    "compile_forward_s": compiled["compile_forward_cold_s"],
+                    "peak_mb": compiled["peak_mb_cold"]}
         warm = _run_child(code, env, label)
     row = dict(warm)
     if compiled is not None:
         row["compile_cold_from_batch"] = compiled["batch"]
-        cold = {"compile_gradient_s": compiled["compile_cold_s"],
-                "compile_forward_s": compiled["compile_forward_cold_s"],
-                "peak_mb": compiled["peak_mb_cold"]}
     row["compile_cold_s"] = cold["compile_gradient_s"]
     row["compile_warm_s"] = warm["compile_gradient_s"]
     row["compile_forward_cold_s"] = cold["compile_forward_s"]

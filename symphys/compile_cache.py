@@ -10,8 +10,8 @@ one for graphs seen before: after a compile it pickles the rewritten
 The key is a SHA-256 of the backend, the versions of symphys, PyTensor and
 NumPy, the rewrites left out (`backends.EXCLUDED_REWRITES`), the input
 types and a print of the graph before rewriting (inner graphs included,
-each constant named by a hash of its bytes: `graph_text`), so a different loss, scene structure or
-step count gets a different entry.
+each constant named by a hash of its bytes: `graph_text`), so a different
+loss, scene structure or step count gets a different entry.
 
 Numba and JAX rewrite each loop's inner graph when they convert the loop,
 in place, so the graph stored after a compile holds rewritten loops. A
@@ -132,18 +132,23 @@ def _unchanged(fgraph) -> None:
     """A rewriter that leaves `fgraph` as it is."""
 
 
-def _mark_loops_rewritten(fgraph: FunctionGraph) -> int:
-    """Give every loop of `fgraph` (nested loops included) the `_Rewritten`
-    mode; how many were marked. Only for ops read back from the cache: the
-    mode is not part of a loop op's identity and nothing else holds them."""
-    marked, stack = 0, [fgraph]
+def loops(fgraph: FunctionGraph):
+    """Every loop (Scan) op of `fgraph`, nested loops included, once each."""
+    seen, stack = set(), [fgraph]
     while stack:
         for node in stack.pop().apply_nodes:
-            if isinstance(node.op, Scan) and not isinstance(node.op.mode, _Rewritten):
-                node.op.mode = _Rewritten()
-                marked += 1
+            if isinstance(node.op, Scan) and id(node.op) not in seen:
+                seen.add(id(node.op))
                 stack.append(node.op.fgraph)
-    return marked
+                yield node.op
+
+
+def _mark_loops_rewritten(fgraph: FunctionGraph) -> None:
+    """Give every loop of `fgraph` the `_Rewritten` mode. Only for ops read
+    back from the cache: the mode is not part of a loop op's identity and
+    nothing else holds them."""
+    for op in loops(fgraph):
+        op.mode = _Rewritten()
 
 
 def load(key: str, mode, loops_rewritten: bool = False):

@@ -482,7 +482,8 @@ def solve(blocks: list, V, iterations: int, friction_model: FrictionModel):
     sweeps run as a `scan` (with its own adjoint,
     `adjoint.loop_with_adjoint`) over velocities in matrix form (B, N, 6),
     so the graph (and its compile time) does not grow with the iteration
-    count; a single sweep is inlined. V: (B, N, 6) velocities before the solve; returns them after."""
+    count; a single sweep is inlined. V: (B, N, 6) velocities before the
+    solve; returns them after."""
     zero = [pt.zeros_like(rows.target) if isinstance(rows, RowGroup) else
             pt.zeros_like((rows.row if isinstance(rows, BoundedRow) else rows.normal)
                           .velocity(V)) for rows in blocks]

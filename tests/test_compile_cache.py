@@ -5,7 +5,6 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.graph.basic import Constant
-from pytensor.scan.op import Scan
 
 from symphys import compile_cache
 from symphys.backends import compile
@@ -88,17 +87,7 @@ def _nested_loops():
                              return_updates=False)[-1] + pt.sin(s)
 
     seq = pytensor.scan(outer, outputs_info=[x], n_steps=3, return_updates=False)
-    return x, seq.sum()       # every step kept: the outer loop op survives rewriting
-
-
-def _loops(fgraph):
-    stack, found = [fgraph], []
-    while stack:
-        for node in stack.pop().apply_nodes:
-            if isinstance(node.op, Scan):
-                found.append(node.op)
-                stack.append(node.op.fgraph)
-    return found
+    return x, seq.sum()
 
 
 def _expected(x):
@@ -121,7 +110,7 @@ def test_loops_read_back_are_linked_without_rewriting_again(backend, tmp_path, m
     value = np.linspace(0.1, 1.0, 3)
     x, y = _nested_loops()
     first = compile([x], y, backend=backend)        # stored, then read back
-    loops = _loops(first.fn.maker.fgraph)
+    loops = list(compile_cache.loops(first.fn.maker.fgraph))
     assert len(loops) == 2
     assert all(isinstance(op.mode, compile_cache._Rewritten) for op in loops)
     # The stored inner graphs were rewritten by the first conversion.
