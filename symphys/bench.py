@@ -43,6 +43,7 @@ import numpy as np
 
 STEPS = 200
 REPEATS = 5
+TIME_BUDGET_S = 30.0      # stop repeating a timed call after this long (at least one run)
 SCENES = ("ball", "spheres16", "arm", "quadruped", "array")
 BATCHES = (1, 16, 128, 1024)
 BACKENDS = ("numba", "jax", "cvm")
@@ -84,13 +85,15 @@ def bench_loss(names):
     return loss
 
 
-def _median_time(fn, args, repeats: int) -> float:
+def _median_time(fn, args, repeats: int, budget_s: float = float("inf")) -> tuple[float, int]:
+    """(median seconds of up to `repeats` calls, calls made): repeating
+    stops once the calls made have taken `budget_s` (a 100 s call runs once)."""
     times = []
-    for _ in range(repeats):
+    while len(times) < repeats and sum(times) < budget_s:
         t = time.perf_counter()
         fn(*args)
         times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    return float(np.median(times)), len(times)
 
 
 def _with_action(fn, action, *args):
@@ -148,8 +151,9 @@ def _array_functions(batch: int, backend: str):
 
 
 def measure(scene_name: str, batch: int, backend: str, rewrites_on: bool = True,
-            repeats: int = REPEATS) -> dict:
-    """Compile and time one case in this process (called in a child)."""
+            repeats: int = REPEATS, timed: bool = True) -> dict:
+    """Compile and time one case in this process (called in a child).
+    `timed=False` compiles only (a cold child: its run times are not kept)."""
     from symphys import rewrites
 
     with rewrites.switched(rewrites_on):
@@ -157,11 +161,16 @@ def measure(scene_name: str, batch: int, backend: str, rewrites_on: bool = True,
             fwd, grad, args, n, c_fwd, c_grad = _array_functions(batch, backend)
         else:
             fwd, grad, args, n, c_fwd, c_grad = _engine_functions(scene_name, batch, backend)
-    t_fwd, t_grad = _median_time(fwd, args, repeats), _median_time(grad, args, repeats)
+    if not timed:
+        return {"compile_forward_s": c_fwd, "compile_gradient_s": c_grad,
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    t_fwd, n_fwd = _median_time(fwd, args, repeats, TIME_BUDGET_S)
+    t_grad, n_grad = _median_time(grad, args, repeats, TIME_BUDGET_S)
     world_steps = STEPS * batch
     return {"scene": scene_name, "batch": batch, "backend": backend,
             "rewrites": bool(rewrites_on), "bodies": n, "steps": STEPS,
             "forward_s": t_fwd, "gradient_s": t_grad,
+            "forward_repeats": n_fwd, "gradient_repeats": n_grad,
             "forward_ns_per_world_step": t_fwd / world_steps * 1e9,
             "gradient_ns_per_world_step": t_grad / world_steps * 1e9,
             "gradient_over_forward": t_grad / t_fwd,
@@ -237,8 +246,8 @@ def measure_peer(kind: str, scene_name: str, batch: int) -> list[dict]:
     constants = sphere_kernel.prepare(scene, params)
     state = sphere_kernel.initial_state(scene, params, batch)
     sphere_kernel.simulate(*state, STEPS, constants)             # compile
-    seconds = _median_time(lambda: sphere_kernel.simulate(*state, STEPS, constants), (),
-                           REPEATS)
+    seconds, _ = _median_time(lambda: sphere_kernel.simulate(*state, STEPS, constants), (),
+                              REPEATS)
     return [{"engine": "kernel", "method": "hand-written numba", "scene": scene_name,
              "batch": batch, "steps": STEPS, "seconds": seconds,
              "ns_per_world_step": seconds / (STEPS * batch) * 1e9}]
@@ -262,25 +271,28 @@ def _child_env(cache: str) -> dict:
     return env
 
 
-def _measure_code(scene: str, batch: int, backend: str, rewrites_on: bool) -> str:
+def _measure_code(scene: str, batch: int, backend: str, rewrites_on: bool,
+                  timed: bool = True) -> str:
     return ("import json; from symphys.bench import measure; "
             f"print('RESULT' + json.dumps(measure({scene!r}, {batch}, {backend!r}, "
-            f"{rewrites_on!r})))")
+            f"{rewrites_on!r}, timed={timed!r})))")
 
 
 def run_case(scene: str, batch: int, backend: str, rewrites_on: bool = True,
              cache: str | None = None, compiled: dict | None = None) -> dict:
-    """One case, cold then warm, each in a fresh child with one cache folder
+    """One case, cold (compile only) then warm (compile and time), each in a
+    fresh child with one cache folder
     (a new one, or `cache`). `compiled`: the row of a case already run in
     `cache` whose functions serve this one too (Numba and CVM compile one
     function for every batch size); only the warm child runs, and the cold
     figures are that row's (`compile_cold_from_batch` says which)."""
     code = _measure_code(scene, batch, backend, rewrites_on)
+    cold_code = _measure_code(scene, batch, backend, rewrites_on, timed=False)
     label = f"{scene}/{batch}/{backend}/rewrites={'on' if rewrites_on else 'off'}"
     with tempfile.TemporaryDirectory(prefix="symphys-bench-") as fresh:
         env = _child_env(cache or fresh)
         if compiled is None:
-            cold = _run_child(code, env, label)
+            cold = _run_child(cold_code, env, label)
         else:
             cold = {"compile_gradient_s": compiled["compile_cold_s"],
                     "compile_forward_s": compiled["compile_forward_cold_s"],
@@ -441,6 +453,29 @@ def _case_key(row) -> tuple:
     return (row["scene"], row["batch"], row["backend"], bool(row["rewrites"]))
 
 
+def _peer_key(row) -> tuple:
+    return (row["scene"], row["batch"], row["engine"], row["method"])
+
+
+def _merge_into(doc: dict, path: str) -> None:
+    """Add a bench JSON's rows, peers and notes to `doc`; its cases and peers
+    replace those of `doc` with the same key."""
+    from symphys.errors import ParameterError
+
+    try:
+        other = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ParameterError(f"bench: {path} is not valid JSON ({exc})") from None
+    if other.get("steps", STEPS) != STEPS:
+        raise ParameterError(f"bench: {path} was run with steps={other['steps']}, "
+                             f"this bench runs {STEPS}")
+    for field, key in (("rows", _case_key), ("peers", _peer_key)):
+        new = other.get(field, [])
+        keys = {key(r) for r in new}
+        doc[field] = [r for r in doc[field] if key(r) not in keys] + new
+    doc["notes"] += [n for n in other.get("notes", []) if n not in doc["notes"]]
+
+
 def print_report(doc: dict) -> None:
     from symphys.experiments.common import table
 
@@ -518,9 +553,13 @@ def plot(doc: dict, path: str) -> None:
 def main(json_path: str | None = "results/bench.json", quick: bool = False,
          backends: str | None = None, scenes: str | None = None, batches: str | None = None,
          rewrites: str = "default", resume: bool = False, peers: bool = True,
-         plot_path: str | None = None, report_only: bool = False) -> dict:
+         plot_path: str | None = None, report_only: bool = False,
+         merge: tuple[str, ...] = ()) -> dict:
     """Run the selected cases and peers; print the tables; write JSON and PNG.
-    `report_only`: run nothing, report what the JSON holds."""
+    `report_only`: run nothing, report what the JSON holds. `merge`: other
+    bench JSONs (parts of a matrix run side by side) whose cases, peers and
+    notes join this one's (a case or peer in a later file replaces an
+    earlier one)."""
     from tqdm.auto import tqdm
 
     from symphys.errors import ParameterError
@@ -547,13 +586,15 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
 
     doc = {"steps": STEPS, "rows": [], "peers": [], "failures": [], "notes": []}
     if (resume or report_only) and json_path and Path(json_path).exists():
-        old = json.loads(Path(json_path).read_text())
-        doc["rows"], doc["peers"] = old.get("rows", []), old.get("peers", [])
-        doc["notes"] = old.get("notes", [])
+        _merge_into(doc, json_path)
+    for path in merge:
+        if not Path(path).exists():
+            raise ParameterError(f"bench: --merge file {path} does not exist")
+        _merge_into(doc, path)
     done = {_case_key(r) for r in doc["rows"]}
     peer_done = {(p["scene"], p["batch"]) for p in doc["peers"]}
     todo = [] if report_only else [c for c in cases if c not in done]
-    if report_only and not (json_path and Path(json_path).exists()):
+    if report_only and not merge and not (json_path and Path(json_path).exists()):
         raise ParameterError(f"bench: nothing to report, {json_path} does not exist")
 
     def save():

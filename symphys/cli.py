@@ -98,7 +98,7 @@ def _cmd_bench(args) -> int:
     bench.main(json_path=args.json, quick=args.quick, backends=args.backends,
                scenes=args.scenes, batches=args.batches, rewrites=args.rewrites,
                resume=args.resume, peers=not args.no_peers, plot_path=args.plot,
-               report_only=args.report)
+               report_only=args.report, merge=tuple(args.merge or ()))
     return 0
 
 
@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-peers", action="store_true", help="skip MuJoCo and the kernel")
     p.add_argument("--report", action="store_true",
                    help="run nothing: print the tables and redraw the plot from --json")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="join these bench JSONs (parts run side by side) into --json")
     p.set_defaults(func=_cmd_bench)
     return parser
 

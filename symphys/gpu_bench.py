@@ -25,8 +25,8 @@ def measure(scene: str, batch: int, steps: int, repeats: int = 3) -> dict:
     start = time.perf_counter()
     fwd, grad, args, _, c_fwd, c_grad = bench._engine_functions(scene, batch, "jax", steps)
     compile_s = time.perf_counter() - start
-    t_fwd = bench._median_time(fwd, args, repeats)
-    t_grad = bench._median_time(grad, args, repeats)
+    t_fwd, _ = bench._median_time(fwd, args, repeats)
+    t_grad, _ = bench._median_time(grad, args, repeats)
     world_steps = batch * steps
     return {"scene": scene, "batch": batch, "steps": steps,
             "device": str(jax.devices()[0]), "platform": jax.default_backend(),

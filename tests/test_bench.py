@@ -3,6 +3,8 @@ target verdicts (the timings themselves are not asserted: shared machines
 are noisy)."""
 
 import json
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,3 +157,46 @@ def test_numba_and_cvm_compile_once_per_scene(monkeypatch):
     assert by[(128, "cvm")][3] != by[(128, "numba")][3]
     assert all(by[(b, "jax")][3] is None and by[(b, "jax")][4] is None
                for b in (1, 16, 128, 1024))
+
+
+def test_merge_joins_parts_run_side_by_side(tmp_path):
+    # Two parts of a matrix (say JAX on one core, Numba on the other): the
+    # merged document holds both, a case measured twice keeps the later
+    # file's figures, and a file run with other step counts is refused.
+    def part(name, rows, peers):
+        path = tmp_path / name
+        path.write_text(json.dumps({"steps": bench.STEPS, "rows": rows, "peers": peers,
+                                    "notes": [name]}))
+        return str(path)
+
+    peer = {"scene": "ball", "batch": 16, "engine": "mujoco", "method": "mj_step",
+            "ns_per_world_step": 2000.0}
+    def row(*args):
+        return dict(_row(*args), peak_mb=10.0)
+
+    a = part("a.json", [row("ball", 16, "jax", False, 100.0, 300.0),
+                        row("ball", 16, "numba", True, 90.0, 250.0)], [peer])
+    b = part("b.json", [row("ball", 16, "numba", True, 80.0, 240.0)],
+             [dict(peer, ns_per_world_step=2100.0)])
+    doc = bench.main(json_path=str(tmp_path / "all.json"), report_only=True, merge=(a, b))
+    rows = {(r["backend"], r["forward_ns_per_world_step"]) for r in doc["rows"]}
+    assert rows == {("jax", 100.0), ("numba", 80.0)}
+    assert [p["ns_per_world_step"] for p in doc["peers"]] == [2100.0]
+    assert doc["notes"] == ["a.json", "b.json"]
+    assert json.loads((tmp_path / "all.json").read_text())["rows"] == doc["rows"]
+    bad = part("c.json", [], [])
+    Path(bad).write_text(json.dumps({"steps": bench.STEPS + 1, "rows": []}))
+    with pytest.raises(ParameterError, match="steps="):
+        bench.main(json_path=None, report_only=True, merge=(bad,))
+
+
+def test_repeats_stop_at_the_time_budget():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.02)
+
+    seconds, n = bench._median_time(slow, (), repeats=5, budget_s=0.03)
+    assert n == 2 == len(calls) and seconds >= 0.02
+    assert bench._median_time(lambda: None, (), repeats=3)[1] == 3
