@@ -16,6 +16,7 @@ import pytensor.tensor as pt
 
 from symphys.backends import Backend, Compiled, as_backend, compile, static_batch
 from symphys.function_cache import LossKey, cached
+from symphys.function_store import loss_text
 from symphys.params import check_names, parameter_shapes, resolve_values
 from symphys.rollout import Trajectory, rollout_states, trajectory_from_components
 from symphys.scene import Scene
@@ -88,7 +89,11 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
         extra = [] if action is None else [action]
         return compile([n_steps, *sym.values(), *extra], comps, backend)
 
-    return cached(key, build, backend)
+    def described():
+        return ("simulate", scene.structure_key(), sorted(batched), backend.value, fixed,
+                size, action_batched)
+
+    return cached(key, build, backend, described)
 
 
 def simulate(scene: Scene, steps: int, params: dict | None = None,
@@ -146,7 +151,13 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
         grads = pytensor.grad(value, [targets[name] for name in wrt])
         return compile(list(sym.values()) + extra, [value, *grads], backend)
 
-    return cached(key, build, backend)
+    def described():
+        text = loss_text(scene, loss, bool(batched or action_batched), options.stride)
+        return None if text is None else (
+            "grad", scene.structure_key(), steps, text, tuple(wrt), sorted(batched),
+            backend.value, size, action_batched, repr(options))
+
+    return cached(key, build, backend, described)
 
 
 def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[str] = (),
@@ -170,7 +181,13 @@ def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[s
                                           stride=options.stride)
         return compile(list(sym.values()), pt.as_tensor_variable(loss(traj)), backend)
 
-    return cached(key, build, backend)
+    def described():
+        text = loss_text(scene, loss, bool(batched), options.stride)
+        return None if text is None else (
+            "value", scene.structure_key(), steps, text, sorted(batched), backend.value,
+            size, repr(options))
+
+    return cached(key, build, backend, described)
 
 
 def parameter_values(scene: Scene, params: dict | None):

@@ -98,14 +98,20 @@ def _base_mode(backend: "str | Backend") -> Mode:
     if backend is Backend.NUMBA:
         return get_mode("NUMBA")
     if backend is Backend.JAX:
-        try:
-            import jax
-        except ImportError:
-            raise BackendError("backend 'jax' needs JAX: pip install 'symphys[jax]'") from None
-        # float64 gradients need x64 in JAX (a JAX setting, not PyTensor's).
-        jax.config.update("jax_enable_x64", True)
+        jax_with_float64()
         return get_mode("JAX")
     return Mode(linker="cvm", optimizer="fast_run")
+
+
+def jax_with_float64():
+    """The `jax` module, with float64 switched on (a JAX setting, not
+    PyTensor's: float64 gradients need it); a clear error without JAX."""
+    try:
+        import jax
+    except ImportError:
+        raise BackendError("backend 'jax' needs JAX: pip install 'symphys[jax]'") from None
+    jax.config.update("jax_enable_x64", True)
+    return jax
 
 
 def static_batch(backend: "str | Backend", batched: bool, batch: int | None) -> int | None:
@@ -121,13 +127,20 @@ def static_batch(backend: "str | Backend", batched: bool, batch: int | None) -> 
 
 
 class Compiled:
-    """A compiled PyTensor function whose outputs are always NumPy arrays."""
+    """A compiled PyTensor function whose outputs are always NumPy arrays.
 
-    def __init__(self, fn, backend: Backend, input_names, single: bool = False):
+    graph_key: the `compile_cache` entry holding its rewritten graph (None
+    when it is not stored there), compiled with symphys' rewrites
+    `rewrites_on`."""
+
+    def __init__(self, fn, backend: Backend, input_names, single: bool = False,
+                 graph_key: str | None = None, rewrites_on: bool | None = None):
         self.fn = fn
         self.backend = backend
         self.input_names = list(input_names)
         self.single = single    # fn returns a one-element list for one output
+        self.graph_key = graph_key
+        self.rewrites_on = rewrites_on
 
     def __call__(self, *args):
         if self.backend is Backend.JAX:
@@ -178,7 +191,7 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
         key = compile_cache.graph_key(inputs, outs, backend.value, rules)
         fn = compile_cache.load(key, mode, in_place)
         if fn is not None:
-            return Compiled(fn, backend, names, single=single)
+            return Compiled(fn, backend, names, single=single, graph_key=key, rewrites_on=on)
     fn = pytensor.function(inputs, outputs, mode=mode, on_unused_input="ignore", **kwargs)
     if use_cache and compile_cache.store(key, fn):
         # Run the graph as read back from disk, as a later process will: its
@@ -188,5 +201,6 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
         # first call, so the in-process function is never compiled.)
         reloaded = compile_cache.load(key, mode, in_place)
         if reloaded is not None:
-            return Compiled(reloaded, backend, names, single=single)
+            return Compiled(reloaded, backend, names, single=single, graph_key=key,
+                            rewrites_on=on)
     return Compiled(fn, backend, names)

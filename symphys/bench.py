@@ -154,7 +154,7 @@ def measure(scene_name: str, batch: int, backend: str, rewrites_on: bool = True,
             repeats: int = REPEATS, timed: bool = True) -> dict:
     """Compile and time one case in this process (called in a child).
     `timed=False` compiles only (a cold child: its run times are not kept)."""
-    from symphys import rewrites
+    from symphys import function_store, rewrites
 
     with rewrites.switched(rewrites_on):
         if scene_name == "array":
@@ -175,7 +175,8 @@ def measure(scene_name: str, batch: int, backend: str, rewrites_on: bool = True,
             "gradient_ns_per_world_step": t_grad / world_steps * 1e9,
             "gradient_over_forward": t_grad / t_fwd,
             "compile_forward_s": c_fwd, "compile_gradient_s": c_grad,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            "source": function_store.source_digest()[:12]}
 
 
 def _memory_mb(field: str) -> float:

@@ -3,7 +3,9 @@
 Every entry point that compiles (`simulate`, `value_and_grad`, the
 closed-loop losses, the experiments) keys its function by what shapes the
 graph (scene structure, steps, backend, loss identity) and builds it once per
-process. PyTensor's and symphys' on-disk caches sit below this one.
+process. Below it sit symphys' on-disk stores: whole functions
+(`function_store`, for entry points that can describe their graph without
+building it) and rewritten graphs (`compile_cache`); below those, PyTensor's.
 """
 
 from __future__ import annotations
@@ -12,25 +14,44 @@ import time
 import weakref
 from collections.abc import Callable
 
-from symphys import rewrites
-from symphys.backends import Compiled
+from symphys import function_store, rewrites
+from symphys.backends import Compiled, as_backend
 from symphys.rollout import quiet_graph_building
 
 _CACHE: dict = {}
 COMPILE_SECONDS: dict = {}   # cache key -> seconds spent compiling it
 
 
-def cached(key, build: Callable[[], Compiled], backend) -> Compiled:
+def cached(key, build: Callable[[], Compiled], backend,
+           described: Callable[[], tuple | None] | None = None) -> Compiled:
     """The function stored under `key`, built (and timed) on first use for
     `backend`, with symphys' rewrites as `rewrites.enabled(backend)` says
-    (part of the key)."""
+    (part of the key).
+
+    described: returns what the graph is made from as plain values with a
+    stable repr (None: cannot say), the key of the on-disk
+    `function_store`: a function found there is not built."""
     key = (key, rewrites.enabled(backend))
     if key not in _CACHE:
         start = time.perf_counter()
         with quiet_graph_building(), rewrites.for_backend(backend):
-            _CACHE[key] = build()
+            _CACHE[key] = _stored_or_built(build, as_backend(backend), described)
         COMPILE_SECONDS[key] = time.perf_counter() - start
     return _CACHE[key]
+
+
+def _stored_or_built(build, backend, described) -> Compiled:
+    parts = described() if described is not None else None
+    if parts is None:
+        return build()
+    # The loops' rewrites are chosen while the graph is built (for_backend).
+    disk_key = function_store.function_key(
+        (parts, rewrites.enabled(backend), rewrites.enabled()), backend)
+    fn = function_store.load(disk_key, backend)
+    if fn is None:
+        fn = build()
+        function_store.store(disk_key, fn)
+    return fn
 
 
 def clear_cache() -> None:

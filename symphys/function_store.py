@@ -1,0 +1,205 @@
+"""On-disk store of whole compiled functions, found before any graph is built.
+
+`compile_cache` finds a function by its graph, so a process must build the
+graph first: the rollout, the step's VJP and `pytensor.grad`, most of a warm
+compile of a gradient. This store finds a function by what its graph is made
+from instead: the entry point, the scene's structure, the step count, batch
+and options, a print of the loss applied to a stand-in trajectory
+(`loss_text`), the rewrites chosen, and a digest of symphys' own source
+(an edited engine never reads an entry written by another).
+
+An entry (`<key>.fn.json`) names the rewritten graph stored by
+`compile_cache`, which Numba and the CVM link as it is. For JAX it also holds
+the function exported with `jax.export` (`<key>.jax`): a later process calls
+that without building, reading, converting or tracing any graph, and XLA
+compiles it on the first call.
+
+The store shares `compile_cache`'s folder and switch (`SYMPHYS_CACHE_DIR`;
+an empty value turns both off).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from symphys import compile_cache
+from symphys.backends import Backend, Compiled, jax_with_float64, mode_for
+
+_log = logging.getLogger(__name__)
+FORMAT = 1     # bump when what an entry holds changes
+
+
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """SHA-256 of every Python file of the symphys package (names and bytes)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def loss_text(scene, loss, batched: bool, stride: int = 1) -> str | None:
+    """A print of `loss` applied to a stand-in trajectory (18 symbolic
+    component sequences (T, B, N)), the same in every process for the same
+    loss; None when the loss reaches symbolic values other than the
+    trajectory (shared variables, other inputs: not storable) or fails on
+    the stand-in (the real build reports the error)."""
+    import pytensor.tensor as pt
+    from pytensor.graph.basic import Constant
+    from pytensor.graph.traversal import graph_inputs
+
+    from symphys.rollout import STATE_SIZE, trajectory_from_components
+
+    n = len(scene.bodies)
+    comps = [pt.tensor(f"component{i}", dtype="float64", shape=(None, None, n))
+             for i in range(STATE_SIZE)]
+    try:
+        value = pt.as_tensor_variable(
+            loss(trajectory_from_components(scene, comps, None, batched, stride=stride)))
+    except Exception:     # noqa: BLE001 - the real build raises it where it belongs
+        return None
+    own = set(comps)
+    if any(v not in own for v in graph_inputs([value]) if not isinstance(v, Constant)):
+        return None
+    return compile_cache.graph_text([value])
+
+
+def function_key(parts: tuple, backend: Backend) -> str:
+    """Hex digest of an entry point's `parts` (plain values with a stable
+    repr) on `backend`, with the versions of everything that shapes the code."""
+    import pytensor
+
+    import symphys
+
+    h = hashlib.sha256()
+    versions = [f"format={FORMAT}", symphys.__version__, source_digest(),
+                pytensor.__version__, np.__version__, sys.version, backend.value]
+    if backend is Backend.JAX:
+        import jax
+        versions += [jax.__version__, jax.default_backend()]
+    for part in versions + [repr(parts)]:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _paths(key: str) -> tuple[Path, Path] | None:
+    folder = compile_cache.cache_dir()
+    if folder is None:
+        return None
+    return folder / f"{key}.fn.json", folder / f"{key}.jax"
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
+        f.write(data)
+    os.replace(f.name, path)
+
+
+class ExportedFunction:
+    """A JAX function read back from a `jax.export` artifact: called with
+    NumPy values, returns the list of outputs.
+
+    inputs: [(name, shape, dtype)] of the exported function's arguments."""
+
+    def __init__(self, exported, inputs):
+        jax = jax_with_float64()
+        self.inputs = [(name, tuple(shape), np.dtype(dtype)) for name, shape, dtype in inputs]
+        self._call = jax.jit(exported.call)
+
+    def __call__(self, *args):
+        from symphys.errors import ParameterError
+
+        if len(args) != len(self.inputs):
+            raise ParameterError(f"compiled function takes {len(self.inputs)} inputs "
+                                 f"{[n for n, _, _ in self.inputs]}, got {len(args)}")
+        values = []
+        for value, (name, shape, dtype) in zip(args, self.inputs):
+            value = np.asarray(value, dtype=dtype)
+            if value.shape != shape:
+                raise ParameterError(f"compiled function input {name!r}: expected shape "
+                                     f"{shape}, got {value.shape}")
+            values.append(value)
+        return list(self._call(*values))
+
+
+def load(key: str, backend: Backend) -> Compiled | None:
+    """The function stored under `key`, or None (no entry, or one that
+    cannot be read: a warning, and the caller builds afresh)."""
+    paths = _paths(key)
+    if paths is None or not paths[0].exists():
+        return None
+    entry_path, jax_path = paths
+    try:
+        entry = json.loads(entry_path.read_text())
+        if entry["format"] != FORMAT or entry["backend"] != backend.value:
+            return None
+        if entry["jax"]:
+            from jax import export
+            exported = export.deserialize(bytearray(jax_path.read_bytes()))
+            fn = ExportedFunction(exported, entry["inputs"])
+            return Compiled(fn, backend, entry["input_names"], single=entry["single"])
+        mode = mode_for(backend, entry["rewrites"])
+        fn = compile_cache.load(entry["graph_key"], mode,
+                                backend in (Backend.NUMBA, Backend.JAX))
+        if fn is None:
+            return None
+        return Compiled(fn, backend, entry["input_names"], single=entry["single"])
+    except Exception as err:   # noqa: BLE001 - a stale or damaged entry: build afresh
+        _log.warning("symphys: ignoring unreadable function store entry %s (%s: %s)",
+                     entry_path, type(err).__name__, err)
+        return None
+
+
+def _export_jax(fn) -> tuple[bytes, list] | None:
+    """(serialised `jax.export` artifact, [(name, shape, dtype)] of its
+    inputs) of a PyTensor function compiled for JAX, or None when its
+    inputs' shapes are not all known or it does not export."""
+    import jax
+    from jax import export
+
+    inputs = fn.maker.fgraph.inputs
+    if any(None in v.type.shape for v in inputs):
+        return None
+    jitted = getattr(getattr(fn, "vm", None), "jit_fn", None)
+    if not hasattr(jitted, "trace"):       # PyTensor wrapped it (static shape inputs)
+        return None
+    specs = [jax.ShapeDtypeStruct(v.type.shape, v.type.dtype) for v in inputs]
+    try:
+        blob = export.export(jitted)(*specs).serialize()
+    except Exception as err:   # noqa: BLE001 - the function still works, unstored
+        _log.warning("symphys: function not exported for the store (%s: %s)",
+                     type(err).__name__, err)
+        return None
+    return bytes(blob), [(v.name, list(v.type.shape), v.type.dtype) for v in inputs]
+
+
+def store(key: str, compiled: Compiled) -> bool:
+    """Keep `compiled` (built by `backends.compile`, its graph in
+    `compile_cache`) under `key`; whether it was stored."""
+    paths = _paths(key)
+    if paths is None or compiled.graph_key is None:
+        return False
+    entry = {"format": FORMAT, "backend": compiled.backend.value,
+             "graph_key": compiled.graph_key, "rewrites": compiled.rewrites_on, "input_names": compiled.input_names,
+             "single": compiled.single, "jax": False, "inputs": None}
+    if compiled.backend is Backend.JAX:
+        exported = _export_jax(compiled.fn)
+        if exported is not None:
+            blob, entry["inputs"] = exported
+            _write(paths[1], blob)
+            entry["jax"] = True
+    _write(paths[0], json.dumps(entry).encode())
+    return True

@@ -1,0 +1,102 @@
+"""The on-disk store of whole functions (symphys.function_store): found by
+what a graph is made from, before any graph is built."""
+
+import numpy as np
+import pytensor
+import pytest
+
+from symphys import api, function_cache, function_store
+from symphys.api import parameter_values, value_and_grad_function
+from symphys.errors import ParameterError
+from scenes import drop
+# test_backends' function: the backends' code caches hold its parts already.
+from test_backends import PARAMS, WRT, loss
+
+STEPS = 300
+
+
+def make_loss(weight=1.0):
+    """A new callable each call: the in-process cache (keyed by the loss
+    object) never matches it, the store (keyed by what it computes) does."""
+    if weight == 1.0:
+        return lambda tr: loss(tr)
+    return lambda tr: weight * loss(tr)
+
+
+def _no_graph_building(*args, **kwargs):
+    raise AssertionError("a graph was built")
+
+
+@pytest.mark.parametrize("backend", ["jax", "cvm"])
+def test_a_stored_function_is_read_back_without_building_a_graph(backend, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
+    scene = drop()
+    args, batched = parameter_values(scene, PARAMS)
+    expected = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, backend)(*args)
+    assert len(list(tmp_path.glob("*.fn.json"))) == 1
+    assert len(list(tmp_path.glob("*.jax"))) == (backend == "jax")
+    function_cache.clear_cache()                  # as a new process would start
+    with monkeypatch.context() as m:
+        m.setattr(api, "rollout_states", _no_graph_building)
+        again = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, backend)
+        got = again(*args)
+    if backend == "jax":                          # the exported artifact, no PyTensor
+        assert isinstance(again.fn, function_store.ExportedFunction)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-13, atol=1e-13)
+    assert np.abs(got[1]).max() > 0.1
+    # Another loss (another constant) is another function: built afresh.
+    function_cache.clear_cache()
+    with monkeypatch.context() as m:
+        m.setattr(api, "rollout_states", _no_graph_building)
+        with pytest.raises(AssertionError, match="a graph was built"):
+            value_and_grad_function(scene, STEPS, make_loss(3.0), WRT, batched, backend)
+
+
+def test_loss_text_names_what_the_loss_computes():
+    scene = drop()
+    assert function_store.loss_text(scene, make_loss(), False) == \
+        function_store.loss_text(scene, make_loss(), False)
+    assert function_store.loss_text(scene, make_loss(), False) != \
+        function_store.loss_text(scene, make_loss(2.5), False)
+    assert function_store.loss_text(scene, make_loss(), False) != \
+        function_store.loss_text(scene, make_loss(), True)          # batched worlds
+    # A loss that reads a shared variable (its value can change) or fails on
+    # the stand-in is not storable: None, and the function is built as usual.
+    target = pytensor.shared(np.zeros(3), name="target")
+    assert function_store.loss_text(
+        scene, lambda tr: ((tr.position["ball"][-1] - target) ** 2).sum(), False) is None
+    assert function_store.loss_text(scene, lambda tr: tr.position["nobody"], False) is None
+
+
+def test_key_changes_with_the_engine_source(monkeypatch):
+    from symphys.backends import Backend
+    key = function_store.function_key(("grad", 1), Backend.CVM)
+    assert key == function_store.function_key(("grad", 1), Backend.CVM)
+    assert key != function_store.function_key(("grad", 2), Backend.CVM)
+    assert key != function_store.function_key(("grad", 1), Backend.NUMBA)
+    monkeypatch.setattr(function_store, "source_digest", lambda: "edited")
+    assert key != function_store.function_key(("grad", 1), Backend.CVM)
+
+
+def test_damaged_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
+    scene = drop()
+    args, batched = parameter_values(scene, PARAMS)
+    first = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, "jax")(*args)
+    [artifact] = tmp_path.glob("*.jax")
+    artifact.write_bytes(artifact.read_bytes()[:100])        # truncated
+    function_cache.clear_cache()
+    fn = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, "jax")
+    assert "ignoring unreadable function store entry" in caplog.text
+    assert not isinstance(fn.fn, function_store.ExportedFunction)
+    np.testing.assert_allclose(fn(*args)[1], first[1], rtol=1e-13)
+    function_cache.clear_cache()                              # stored again, readable
+    again = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, "jax")
+    assert isinstance(again.fn, function_store.ExportedFunction)
+    # Inputs are checked by name, shape and count.
+    with pytest.raises(ParameterError, match="expected shape"):
+        again(*[np.zeros(7)] + args[1:])
+    with pytest.raises(ParameterError, match="takes"):
+        again(*args[:-1])
