@@ -114,11 +114,17 @@ def jax_with_float64():
     return jax
 
 
+def serves_any_batch(backend: "str | Backend") -> bool:
+    """Whether one batched function of `backend` serves every batch size
+    (Numba, CVM); JAX traces shapes, so its functions are specialised."""
+    return as_backend(backend) is not Backend.JAX
+
+
 def static_batch(backend: "str | Backend", batched: bool, batch: int | None) -> int | None:
-    """The batch size to compile a batched function for: JAX traces shapes,
-    so its batched functions are specialised to one size (`batch`, which
-    must then be given); Numba and CVM functions serve any size (None)."""
-    if as_backend(backend) is not Backend.JAX or not batched:
+    """The batch size to compile a batched function for: one size (`batch`,
+    which must then be given) where the backend specialises to it
+    (`serves_any_batch`), else None."""
+    if serves_any_batch(backend) or not batched:
         return None
     if batch is None:
         raise BackendError("the jax backend compiles batched functions for one batch "

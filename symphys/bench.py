@@ -316,11 +316,13 @@ def run_cases(cases: list[tuple], record, progress=iter) -> None:
     Numba and CVM functions serve any batch size, so those backends compile
     once per (scene, backend, rewrites) and batched or not (batch 1 builds
     an unbatched graph): later batches run warm from the first one's caches."""
+    from symphys.backends import serves_any_batch
+
     caches: dict[tuple, tuple] = {}
     with tempfile.TemporaryDirectory(prefix="symphys-bench-shared-") as root:
         for case in progress(cases):
             scene, batch, backend, on = case
-            shared = backend != "jax" and scene != "array"
+            shared = serves_any_batch(backend) and scene != "array"
             group = (scene, backend, on, batch == 1)     # one world: an unbatched graph
             try:
                 if shared and group in caches:

@@ -28,6 +28,7 @@ from symphys.adjoint import LoopOptions
 from symphys.function_cache import LossKey, cached
 from symphys.backends import Backend, Compiled, as_backend, compile
 from symphys.errors import ParameterError
+from symphys.function_store import loss_text
 from symphys.params import check_names
 from symphys.rollout import Trajectory, rollout
 from symphys.scene import Scene
@@ -78,7 +79,16 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
         grads = pytensor.grad(value, [*weights.values(), *params.values()])
         return compile(inputs, [value, *grads], backend)
 
-    return cached(key, build, backend)
+    def described():
+        task = pt.tensor(name="task", dtype="float64",
+                         shape=(population or worlds, scene.n_targets))
+        # The rollout is per world when it has a (rows, n_targets) task (`rollout`).
+        text = loss_text(scene, loss, bool(scene.n_targets), options.stride, extra=(task,))
+        return None if text is None else (
+            "closed_loop", scene.structure_key(), steps, repr(controller), text,
+            backend.value, worlds, population, tuple(wrt_params), repr(options), gradient)
+
+    return cached(key, build, backend, described)
 
 
 def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, task=None, *,
@@ -103,7 +113,11 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
         outs = [pick(getattr(traj, field)[n]) for field in _FIELDS for n in scene.body_names]
         return compile([task_in, *inputs.values()], outs, backend)
 
-    fn = cached(key, build, backend)
+    def described():
+        return ("closed_loop_trajectory", scene.structure_key(), steps, repr(controller),
+                backend.value, rows)
+
+    fn = cached(key, build, backend, described)
     task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)
     outs = fn(task, *(weights[n] for n in controller.parameter_shapes()))
     names = scene.body_names

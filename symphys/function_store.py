@@ -49,12 +49,12 @@ def source_digest() -> str:
     return h.hexdigest()
 
 
-def loss_text(scene, loss, batched: bool, stride: int = 1) -> str | None:
+def loss_text(scene, loss, batched: bool, stride: int = 1, extra=()) -> str | None:
     """A print of `loss` applied to a stand-in trajectory (18 symbolic
-    component sequences (T, B, N)), the same in every process for the same
-    loss; None when the loss reaches symbolic values other than the
-    trajectory (shared variables, other inputs: not storable) or fails on
-    the stand-in (the real build reports the error)."""
+    component sequences (T, B, N)) and the symbolic `extra` arguments, the
+    same in every process for the same loss; None when the loss reaches
+    other symbolic values (shared variables, other inputs: not storable) or
+    fails on the stand-in (the real build reports the error)."""
     import pytensor.tensor as pt
     from pytensor.graph.basic import Constant
     from pytensor.graph.traversal import graph_inputs
@@ -66,10 +66,11 @@ def loss_text(scene, loss, batched: bool, stride: int = 1) -> str | None:
              for i in range(STATE_SIZE)]
     try:
         value = pt.as_tensor_variable(
-            loss(trajectory_from_components(scene, comps, None, batched, stride=stride)))
+            loss(trajectory_from_components(scene, comps, None, batched, stride=stride),
+                 *extra))
     except Exception:     # noqa: BLE001 - the real build raises it where it belongs
         return None
-    own = set(comps)
+    own = set(comps) | set(extra)
     if any(v not in own for v in graph_inputs([value]) if not isinstance(v, Constant)):
         return None
     return compile_cache.graph_text([value])

@@ -100,3 +100,33 @@ def test_damaged_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch, caplog):
         again(*[np.zeros(7)] + args[1:])
     with pytest.raises(ParameterError, match="takes"):
         again(*args[:-1])
+
+
+def test_closed_loop_gradient_is_stored_too(tmp_path, monkeypatch):
+    # The controller losses of the robot experiments take (trajectory, task):
+    # found again in a new process without building the controlled rollout.
+    from symphys import closed_loop, nn
+    from scenes import servo_pendulum
+
+    monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
+    scene = servo_pendulum()
+    ctrl = nn.MLP(scene.n_observations, 1, hidden=(4,), output_init=1.0)
+    weights = ctrl.init(0)
+    task = np.array([[0.4]])
+
+    def make_loss():
+        return lambda traj, task: ((traj.position["rod"][:, -1, 0] - task[:, 0]) ** 2).mean()
+
+    def run():
+        fn = closed_loop.closed_loop_function(scene, 30, ctrl, make_loss(), backend="jax")
+        return fn, fn(task, *weights.values())
+
+    _, expected = run()
+    function_cache.clear_cache()
+    with monkeypatch.context() as m:
+        m.setattr(closed_loop, "rollout", _no_graph_building)
+        fn, got = run()
+    assert isinstance(fn.fn, function_store.ExportedFunction)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-13, atol=1e-13)
+    assert np.abs(got[1]).max() > 0
