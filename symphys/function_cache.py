@@ -49,8 +49,7 @@ def _stored_or_built(build, backend, described) -> Compiled:
         (parts, rewrites.enabled(backend), rewrites.enabled()), backend)
     fn = function_store.load(disk_key, backend)
     if fn is None:
-        fn = build()
-        function_store.store(disk_key, fn)
+        fn = function_store.store(disk_key, build())
     return fn
 
 

@@ -10,9 +10,10 @@ and options, a print of the loss applied to a stand-in trajectory
 
 An entry (`<key>.fn.json`) names the rewritten graph stored by
 `compile_cache`, which Numba and the CVM link as it is. For JAX it also holds
-the function exported with `jax.export` (`<key>.jax`): a later process calls
-that without building, reading, converting or tracing any graph, and XLA
-compiles it on the first call.
+the function exported with `jax.export` (`<key>.jax`), which a later process
+calls without building, reading, converting or tracing any graph, and XLA's
+compiled executable for this host (`<key>.<host>.xla`, written by the first
+call), so that the later process does not run XLA's compile either.
 
 The store shares `compile_cache`'s folder and switch (`SYMPHYS_CACHE_DIR`;
 an empty value turns both off).
@@ -96,10 +97,16 @@ def function_key(parts: tuple, backend: Backend) -> str:
 
 
 def _paths(key: str) -> tuple[Path, Path] | None:
+    """(entry, exported artifact) paths of `key`; None with the store off."""
     folder = compile_cache.cache_dir()
     if folder is None:
         return None
     return folder / f"{key}.fn.json", folder / f"{key}.jax"
+
+
+def _executable_path(key: str) -> Path:
+    """Where this host's XLA executable of entry `key` is kept."""
+    return compile_cache.cache_dir() / f"{key}.{host_fingerprint()}.xla"
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -109,16 +116,61 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(f.name, path)
 
 
+@functools.lru_cache(maxsize=1)
+def host_fingerprint() -> str:
+    """What an XLA executable compiled in this process depends on: jaxlib's
+    version, the device kind, and the CPU's model and feature flags (XLA
+    compiles CPU code for the host's instruction set)."""
+    import platform
+
+    import jax
+    import jaxlib
+
+    parts = [jaxlib.__version__, platform.machine(), jax.devices()[0].device_kind]
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        lines = cpuinfo.read_text().splitlines()
+        parts += sorted({ln for ln in lines if ln.startswith(("model name", "flags"))})
+    else:
+        parts.append(platform.processor())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
 class ExportedFunction:
     """A JAX function read back from a `jax.export` artifact: called with
     NumPy values, returns the list of outputs.
 
-    inputs: [(name, shape, dtype)] of the exported function's arguments."""
+    inputs: [(name, shape, dtype)] of the exported function's arguments.
+    executable: where XLA's compiled executable for this host is kept: read
+    if it is there, else written after the first call compiles it (so a
+    later process skips XLA's compile too)."""
 
-    def __init__(self, exported, inputs):
+    def __init__(self, exported, inputs, executable: Path | None = None):
         jax = jax_with_float64()
         self.inputs = [(name, tuple(shape), np.dtype(dtype)) for name, shape, dtype in inputs]
-        self._call = jax.jit(exported.call)
+        self._jit = jax.jit(exported.call)
+        self._executable = executable
+        self._run = None
+        if executable is not None and executable.exists():
+            try:
+                from jax.experimental import serialize_executable
+                self._run = serialize_executable.deserialize_and_load(
+                    executable.read_bytes(), exported.in_tree, exported.out_tree)
+            except Exception as err:   # noqa: BLE001 - compile it again instead
+                _log.warning("symphys: ignoring unreadable executable %s (%s: %s)",
+                             executable, type(err).__name__, err)
+
+    def _compile(self, values):
+        """XLA's executable for these inputs, kept on disk when a path is set."""
+        compiled = self._jit.lower(*values).compile()
+        if self._executable is not None:
+            try:
+                from jax.experimental import serialize_executable
+                _write(self._executable, serialize_executable.serialize(compiled)[0])
+            except Exception as err:   # noqa: BLE001 - the function still runs
+                _log.warning("symphys: executable not kept (%s: %s)",
+                             type(err).__name__, err)
+        return compiled
 
     def __call__(self, *args):
         from symphys.errors import ParameterError
@@ -133,7 +185,9 @@ class ExportedFunction:
                 raise ParameterError(f"compiled function input {name!r}: expected shape "
                                      f"{shape}, got {value.shape}")
             values.append(value)
-        return list(self._call(*values))
+        if self._run is None:
+            self._run = self._compile(values)
+        return list(self._run(*values))
 
 
 def load(key: str, backend: Backend) -> Compiled | None:
@@ -150,7 +204,7 @@ def load(key: str, backend: Backend) -> Compiled | None:
         if entry["jax"]:
             from jax import export
             exported = export.deserialize(bytearray(jax_path.read_bytes()))
-            fn = ExportedFunction(exported, entry["inputs"])
+            fn = ExportedFunction(exported, entry["inputs"], _executable_path(key))
             return Compiled(fn, backend, entry["input_names"], single=entry["single"])
         mode = mode_for(backend, entry["rewrites"])
         fn = compile_cache.load(entry["graph_key"], mode,
@@ -164,9 +218,9 @@ def load(key: str, backend: Backend) -> Compiled | None:
         return None
 
 
-def _export_jax(fn) -> tuple[bytes, list] | None:
-    """(serialised `jax.export` artifact, [(name, shape, dtype)] of its
-    inputs) of a PyTensor function compiled for JAX, or None when its
+def _export_jax(fn) -> tuple | None:
+    """(`jax.export.Exported`, its serialised bytes, [(name, shape, dtype)]
+    of its inputs) of a PyTensor function compiled for JAX, or None when its
     inputs' shapes are not all known or it does not export."""
     import jax
     from jax import export
@@ -179,28 +233,36 @@ def _export_jax(fn) -> tuple[bytes, list] | None:
         return None
     specs = [jax.ShapeDtypeStruct(v.type.shape, v.type.dtype) for v in inputs]
     try:
-        blob = export.export(jitted)(*specs).serialize()
+        exported = export.export(jitted)(*specs)
+        blob = exported.serialize()
     except Exception as err:   # noqa: BLE001 - the function still works, unstored
         _log.warning("symphys: function not exported for the store (%s: %s)",
                      type(err).__name__, err)
         return None
-    return bytes(blob), [(v.name, list(v.type.shape), v.type.dtype) for v in inputs]
+    return exported, bytes(blob), [(v.name, list(v.type.shape), v.type.dtype) for v in inputs]
 
 
-def store(key: str, compiled: Compiled) -> bool:
+def store(key: str, compiled: Compiled) -> Compiled:
     """Keep `compiled` (built by `backends.compile`, its graph in
-    `compile_cache`) under `key`; whether it was stored."""
+    `compile_cache`) under `key`, and return the function to use: on JAX
+    the exported one, whose first call compiles and keeps XLA's executable
+    (the PyTensor function is then never compiled by XLA); else `compiled`."""
     paths = _paths(key)
     if paths is None or compiled.graph_key is None:
-        return False
+        return compiled
     entry = {"format": FORMAT, "backend": compiled.backend.value,
-             "graph_key": compiled.graph_key, "rewrites": compiled.rewrites_on, "input_names": compiled.input_names,
+             "graph_key": compiled.graph_key, "rewrites": compiled.rewrites_on,
+             "input_names": compiled.input_names,
              "single": compiled.single, "jax": False, "inputs": None}
+    use = compiled
     if compiled.backend is Backend.JAX:
         exported = _export_jax(compiled.fn)
         if exported is not None:
-            blob, entry["inputs"] = exported
+            exported, blob, entry["inputs"] = exported
             _write(paths[1], blob)
             entry["jax"] = True
+            use = Compiled(ExportedFunction(exported, entry["inputs"], _executable_path(key)),
+                           compiled.backend, compiled.input_names, single=compiled.single,
+                           graph_key=compiled.graph_key, rewrites_on=compiled.rewrites_on)
     _write(paths[0], json.dumps(entry).encode())
-    return True
+    return use

@@ -35,14 +35,17 @@ def test_a_stored_function_is_read_back_without_building_a_graph(backend, tmp_pa
     args, batched = parameter_values(scene, PARAMS)
     expected = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, backend)(*args)
     assert len(list(tmp_path.glob("*.fn.json"))) == 1
-    assert len(list(tmp_path.glob("*.jax"))) == (backend == "jax")
+    # JAX: the exported function, and XLA's executable written by its first call.
+    assert len(list(tmp_path.glob("*.jax"))) == len(list(tmp_path.glob("*.xla"))) \
+        == (backend == "jax")
     function_cache.clear_cache()                  # as a new process would start
     with monkeypatch.context() as m:
         m.setattr(api, "rollout_states", _no_graph_building)
         again = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, backend)
+        if backend == "jax":       # the exported function with its executable, read back
+            assert isinstance(again.fn, function_store.ExportedFunction)
+            assert again.fn._run is not None
         got = again(*args)
-    if backend == "jax":                          # the exported artifact, no PyTensor
-        assert isinstance(again.fn, function_store.ExportedFunction)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-13, atol=1e-13)
     assert np.abs(got[1]).max() > 0.1
@@ -88,13 +91,24 @@ def test_damaged_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch, caplog):
     [artifact] = tmp_path.glob("*.jax")
     artifact.write_bytes(artifact.read_bytes()[:100])        # truncated
     function_cache.clear_cache()
-    fn = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, "jax")
-    assert "ignoring unreadable function store entry" in caplog.text
-    assert not isinstance(fn.fn, function_store.ExportedFunction)
+    built = []
+    real_rollout = api.rollout_states
+    with monkeypatch.context() as m:
+        m.setattr(api, "rollout_states", lambda *a, **k: built.append(1) or real_rollout(*a, **k))
+        fn = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, "jax")
+    assert "ignoring unreadable function store entry" in caplog.text and built
     np.testing.assert_allclose(fn(*args)[1], first[1], rtol=1e-13)
     function_cache.clear_cache()                              # stored again, readable
     again = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, "jax")
     assert isinstance(again.fn, function_store.ExportedFunction)
+    # A damaged executable is compiled again (and kept again).
+    [executable] = tmp_path.glob("*.xla")
+    executable.write_bytes(b"not an executable")
+    function_cache.clear_cache()
+    fn = value_and_grad_function(scene, STEPS, make_loss(), WRT, batched, "jax")
+    assert "ignoring unreadable executable" in caplog.text and fn.fn._run is None
+    np.testing.assert_allclose(fn(*args)[1], first[1], rtol=1e-13)
+    assert executable.stat().st_size > 1000
     # Inputs are checked by name, shape and count.
     with pytest.raises(ParameterError, match="expected shape"):
         again(*[np.zeros(7)] + args[1:])
