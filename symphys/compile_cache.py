@@ -217,8 +217,14 @@ def store(key: str, fn) -> bool:
         _log.warning("symphys: graph not cached, it does not pickle (%s: %s)",
                      type(err).__name__, err)
         return False
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".tmp") as f:
-        f.write(blob)
-    os.replace(f.name, folder / f"{key}.pkl")
+    write_atomically(folder / f"{key}.pkl", blob)
     return True
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder, so
+    another process reading the cache sees the whole file or none of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
+        f.write(data)
+    os.replace(f.name, path)

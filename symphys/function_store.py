@@ -25,15 +25,14 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from symphys import compile_cache
-from symphys.backends import Backend, Compiled, jax_with_float64, mode_for
+from symphys.backends import (REWRITES_LOOPS_IN_PLACE, Backend, Compiled,
+                              jax_with_float64, mode_for)
 
 _log = logging.getLogger(__name__)
 FORMAT = 1     # bump when what an entry holds changes
@@ -109,13 +108,6 @@ def _executable_path(key: str) -> Path:
     return compile_cache.cache_dir() / f"{key}.{host_fingerprint()}.xla"
 
 
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
-        f.write(data)
-    os.replace(f.name, path)
-
-
 @functools.lru_cache(maxsize=1)
 def host_fingerprint() -> str:
     """What an XLA executable compiled in this process depends on: jaxlib's
@@ -166,7 +158,8 @@ class ExportedFunction:
         if self._executable is not None:
             try:
                 from jax.experimental import serialize_executable
-                _write(self._executable, serialize_executable.serialize(compiled)[0])
+                payload = serialize_executable.serialize(compiled)[0]
+                compile_cache.write_atomically(self._executable, payload)
             except Exception as err:   # noqa: BLE001 - the function still runs
                 _log.warning("symphys: executable not kept (%s: %s)",
                              type(err).__name__, err)
@@ -208,7 +201,7 @@ def load(key: str, backend: Backend) -> Compiled | None:
             return Compiled(fn, backend, entry["input_names"], single=entry["single"])
         mode = mode_for(backend, entry["rewrites"])
         fn = compile_cache.load(entry["graph_key"], mode,
-                                backend in (Backend.NUMBA, Backend.JAX))
+                                backend in REWRITES_LOOPS_IN_PLACE)
         if fn is None:
             return None
         return Compiled(fn, backend, entry["input_names"], single=entry["single"])
@@ -259,10 +252,10 @@ def store(key: str, compiled: Compiled) -> Compiled:
         exported = _export_jax(compiled.fn)
         if exported is not None:
             exported, blob, entry["inputs"] = exported
-            _write(paths[1], blob)
+            compile_cache.write_atomically(paths[1], blob)
             entry["jax"] = True
             use = Compiled(ExportedFunction(exported, entry["inputs"], _executable_path(key)),
                            compiled.backend, compiled.input_names, single=compiled.single,
                            graph_key=compiled.graph_key, rewrites_on=compiled.rewrites_on)
-    _write(paths[0], json.dumps(entry).encode())
+    compile_cache.write_atomically(paths[0], json.dumps(entry).encode())
     return use
