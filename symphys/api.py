@@ -125,16 +125,21 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
                             batched: Iterable[str] = (), backend="numba",
                             batch: int | None = None,
                             action_batched: bool = False,
-                            options: LoopOptions = LoopOptions()) -> Compiled:
+                            options: LoopOptions = LoopOptions(),
+                            per_world: bool = False) -> Compiled:
     """Compiled f(*parameters[, action]) -> [loss, *gradients in `wrt`
     order]; `wrt` may name "action" (the motor commands) too. `options`:
     the reverse pass (gradient decay, truncation, checkpoints: with
-    checkpoint K the loss sees every K-th state)."""
+    checkpoint K the loss sees every K-th state).
+
+    per_world: the loss returns one value per world (B,), which f returns;
+    the gradients are of their sum, so a batched parameter's gradient (B, ...)
+    holds each world's own."""
     backend = as_backend(backend)
     batched = frozenset(batched)
     size = static_batch(backend, bool(batched) or action_batched, batch)
     key = ("grad", scene.structure_key(), steps, LossKey(loss), tuple(wrt), batched,
-           backend, size, action_batched, options)
+           backend, size, action_batched, options, per_world)
 
     def build():
         sym = _inputs(scene, set(batched), size)
@@ -143,19 +148,22 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
         traj = trajectory_from_components(scene, comps, steps, bool(batched or action_batched),
                                           stride=options.stride)
         value = pt.as_tensor_variable(loss(traj))
-        if value.ndim != 0:
+        if value.ndim != int(per_world):
             from symphys.errors import ParameterError
-            raise ParameterError(f"loss must return a scalar, got ndim={value.ndim}")
+            raise ParameterError(
+                f"loss must return {'one value per world (B,)' if per_world else 'a scalar'}"
+                f", got ndim={value.ndim}")
         extra = [] if action is None else [action]
         targets = dict(sym, **({"action": action} if action is not None else {}))
-        grads = pytensor.grad(value, [targets[name] for name in wrt])
+        grads = pytensor.grad(value.sum() if per_world else value,
+                              [targets[name] for name in wrt])
         return compile(list(sym.values()) + extra, [value, *grads], backend)
 
     def described():
         text = loss_text(scene, loss, bool(batched or action_batched), options.stride)
         return None if text is None else (
             "grad", scene.structure_key(), steps, text, tuple(wrt), sorted(batched),
-            backend.value, size, action_batched, repr(options))
+            backend.value, size, action_batched, repr(options), per_world)
 
     return cached(key, build, backend, described)
 
@@ -216,3 +224,51 @@ def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
     extra = [] if action is None else [action]
     out = fn(*values.values(), *extra)
     return float(out[0]), {name: g for name, g in zip(wrt, out[1:])}
+
+
+def batch_objective(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
+                    params: dict | None = None, backend: "str | Backend" = "numba",
+                    options: LoopOptions = LoopOptions()):
+    """A batch objective for `symphys.estimators`: θ (d,) is the parameters
+    in `wrt` flattened in order, and
+
+        objective(thetas: (S, d)) -> (values (S,), gradients (S, d))
+
+    runs S worlds, one per row, in one compiled call; `loss(trajectory)`
+    returns one value per world (S,). The other parameters keep their
+    `params` values (default: the scene's), the same in every world.
+    `objective.dim` is d and `objective.theta(params)` packs θ."""
+    from symphys.errors import ParameterError
+
+    steps = _check_steps(steps)
+    wrt = check_names(scene, list(wrt), "wrt")
+    values, batch = resolve_values(scene, params)
+    if batch is not None:
+        raise ParameterError("batch_objective: params must not carry a batch axis; "
+                             "the objective's rows are its worlds")
+    shapes = {name: parameter_shapes(scene)[name] for name in wrt}
+    sizes = [int(np.prod(shape)) for shape in shapes.values()]
+    ends = np.cumsum(sizes)[:-1]
+
+    def objective(thetas):
+        thetas = np.asarray(thetas, dtype=np.float64)
+        if thetas.ndim != 2 or thetas.shape[1] != sum(sizes):
+            raise ParameterError(f"batch_objective: thetas must have shape (S, {sum(sizes)}) "
+                                 f"for {wrt}; got {thetas.shape}")
+        rows = len(thetas)
+        vals = dict(values)
+        for name, part in zip(wrt, np.split(thetas, ends, axis=1)):
+            vals[name] = part.reshape((rows,) + shapes[name])
+        fn = value_and_grad_function(scene, steps, loss, wrt, wrt, backend, batch=rows,
+                                     options=options, per_world=True)
+        out = fn(*vals.values())
+        grads = np.concatenate([np.reshape(g, (rows, -1)) for g in out[1:]], axis=1)
+        return np.reshape(out[0], (rows,)), grads
+
+    def theta(given: dict | None = None) -> np.ndarray:
+        chosen = values if given is None else resolve_values(scene, given)[0]
+        return np.concatenate([np.ravel(chosen[name]) for name in wrt])
+
+    objective.dim = sum(sizes)
+    objective.theta = theta
+    return objective

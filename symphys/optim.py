@@ -98,6 +98,31 @@ class _GradientOptimiser:
         """Forget the moment estimates (the iteration count, and with it the
         schedule, goes on)."""
 
+    def minimise(self, objective, theta0, iterations: int, estimator="alpha",
+                 options=None, seed: int = 0, progress: bool = False) -> "Descent":
+        """Minimise the smoothed objective F(θ) = E[V(θ + w)] of a batch
+        objective (`symphys.estimators`; e.g. `symphys.api.batch_objective`)
+        from θ0 (d,) for `iterations` steps of this optimiser, each on an
+        `estimator` ("first", "zeroth", "alpha" or "finite") estimate of
+        ∇F drawn with `options` (`EstimatorOptions`); `progress`: a tqdm bar."""
+        from symphys.estimators import EstimatorOptions, as_estimator, estimate
+
+        estimator = as_estimator(estimator)
+        options = EstimatorOptions() if options is None else options
+        rng = np.random.default_rng(seed)
+        theta = np.asarray(theta0, dtype=np.float64).reshape(-1)
+        thetas, estimates = [theta], []
+        steps = range(int(iterations))
+        if progress:
+            from tqdm.auto import tqdm
+            steps = tqdm(steps, desc=f"{estimator.value}-order descent")
+        for _ in steps:
+            est = estimate(objective, theta, estimator, options, rng)
+            theta = self.step({"theta": theta}, {"theta": est.gradient})["theta"]
+            thetas.append(theta)
+            estimates.append(est)
+        return Descent(np.asarray(thetas), tuple(estimates), estimator.value)
+
     def _begin(self, params: dict, grads: dict) -> tuple[float, dict]:
         """Advance the iteration; (rate, checked and clipped gradients)."""
         self.iteration += 1
@@ -105,6 +130,32 @@ class _GradientOptimiser:
         check_finite(grads, self.iteration)
         grads, self.last_norm = clip_by_global_norm(grads, self.clip_norm)
         return self.rate(), grads
+
+
+@dataclass(frozen=True)
+class Descent:
+    """A `minimise` run: thetas (iterations + 1, d), the estimates taken
+    (`symphys.estimators.Estimate`, one per iteration) and the estimator."""
+
+    thetas: np.ndarray
+    estimates: tuple
+    estimator: str
+
+    @property
+    def values(self) -> np.ndarray:
+        """V at each iterate before its step, without noise (iterations,)."""
+        return np.asarray([e.value for e in self.estimates], dtype=np.float64)
+
+    @property
+    def alphas(self) -> np.ndarray:
+        """The α rule's choice at each iteration (NaN where not drawn)."""
+        return np.asarray([np.nan if e.alpha is None else e.alpha.alpha
+                           for e in self.estimates])
+
+    @property
+    def flagged(self) -> int:
+        """How many iterations found the first-order gradient biased."""
+        return sum(e.biased for e in self.estimates)
 
 
 @dataclass

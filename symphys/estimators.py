@@ -1,0 +1,263 @@
+"""Gradient estimators for smoothed objectives (Suh et al. 2022;
+EXPERIMENTS.md part B).
+
+The objective is F(θ) = E_w[V(θ + w)], w ~ N(0, σ² I): the expected value
+of a rollout's loss V under Gaussian noise on the parameters θ (d,).
+
+An objective is given as a *batch objective*: one call evaluates V, and
+where it can its gradient, at S parameter vectors,
+
+    objective(thetas: (S, d)) -> (values: (S,), gradients: (S, d) or None)
+
+so an estimate's samples run along the batch axis of one compiled function
+(`symphys.api.batch_objective` builds one from a scene and a loss), never
+in a Python loop over samples.
+
+Estimators (`Estimator`):
+- FIRST (pathwise): ḡ1 = mean ∇V(θ + w_i), differentiating through the
+  simulation.
+- ZEROTH (score function, noise-free baseline):
+  ḡ0 = mean [V(θ + w_i) − V(θ)] w_i / σ².
+- ALPHA: α ḡ1 + (1 − α) ḡ0, with α from the empirical Bernstein bound of
+  the zeroth-order mean (`alpha_rule`).
+- FINITE: central differences of V at θ itself (no noise), step h.
+
+Every noisy estimate also draws the other kind's samples (from an
+independent noise batch, in the same call) unless `diagnose=False` (or,
+for ZEROTH, the objective has no gradients), and
+reports both means, their sample spreads σ̂² = Σ‖g_i − ḡ‖² / (N − 1), the
+α rule's choice and why, and whether ‖ḡ1 − ḡ0‖ exceeds what noise alone
+explains (`Estimate.biased`): exact gradients of a simulation mislead near
+contacts and stiff springs, and this is how a user finds out.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from symphys.errors import ParameterError
+
+BatchObjective = Callable[[np.ndarray], tuple[np.ndarray, "np.ndarray | None"]]
+
+
+class Estimator(enum.Enum):
+    FIRST = "first"
+    ZEROTH = "zeroth"
+    ALPHA = "alpha"
+    FINITE = "finite"
+
+
+def as_estimator(estimator: "str | Estimator") -> Estimator:
+    if isinstance(estimator, Estimator):
+        return estimator
+    try:
+        return Estimator(str(estimator).lower())
+    except ValueError:
+        raise ParameterError(f"unknown estimator {estimator!r}; choose one of "
+                             f"{[e.value for e in Estimator]}") from None
+
+
+class AlphaCase(enum.Enum):
+    """Which branch of the α rule chose α."""
+
+    INFEASIBLE = "infeasible"     # ε > γ: zeroth-order alone is not trusted to γ; α = 0
+    FEASIBLE = "feasible"         # α* = σ̂0² / (σ̂0² + σ̂1²) keeps the bias within γ − ε
+    CONSTRAINED = "constrained"   # α*‖ḡ1 − ḡ0‖ > γ − ε: α = (γ − ε) / ‖ḡ1 − ḡ0‖
+
+
+@dataclass(frozen=True)
+class EstimatorOptions:
+    """sigma: noise standard deviation σ; samples: N per estimator;
+    delta, gamma, bound: the α rule's δ (in ℓ = log((d + 1) / δ); the
+    authors' code uses 0.95), tolerance γ and sample bound L; flag_z: how
+    many standard errors of ḡ1 − ḡ0 count as a biased first-order estimate;
+    step: the finite-difference step h; diagnose: draw the other
+    estimator's samples too (doubles the batch of FIRST and ZEROTH)."""
+
+    sigma: float = 0.1
+    samples: int = 50
+    delta: float = 0.95
+    gamma: float = 0.01
+    bound: float = 1.0
+    flag_z: float = 3.0
+    step: float = 1e-6
+    diagnose: bool = True
+
+    def __post_init__(self):
+        positive = {"sigma": self.sigma, "delta": self.delta, "gamma": self.gamma,
+                    "bound": self.bound, "flag_z": self.flag_z, "step": self.step}
+        for name, value in positive.items():
+            if not (np.isfinite(value) and value > 0):
+                raise ParameterError(f"EstimatorOptions.{name} must be a positive finite "
+                                     f"number, got {value!r}")
+        if isinstance(self.samples, bool) or not isinstance(self.samples, (int, np.integer)) \
+                or self.samples < 2:
+            raise ParameterError(f"EstimatorOptions.samples must be an integer >= 2 "
+                                 f"(a spread needs two samples), got {self.samples!r}")
+
+
+@dataclass(frozen=True)
+class AlphaChoice:
+    """The α rule's result: alpha in [0, 1], its `case`, the Bernstein
+    bound `epsilon` of the zeroth-order mean and the gap ‖ḡ1 − ḡ0‖."""
+
+    alpha: float
+    case: AlphaCase
+    epsilon: float
+    gap: float
+
+    @property
+    def reason(self) -> str:
+        if self.case is AlphaCase.INFEASIBLE:
+            return (f"alpha = 0: the zeroth-order bound epsilon = {self.epsilon:.3g} exceeds "
+                    f"gamma, so only the unbiased zeroth-order estimate is used")
+        if self.case is AlphaCase.CONSTRAINED:
+            return (f"alpha = {self.alpha:.3g}, constrained: the estimates differ by "
+                    f"{self.gap:.3g}, so the first-order share is capped to keep the bias "
+                    f"within gamma - epsilon")
+        return (f"alpha = {self.alpha:.3g}, the variance-optimal mix "
+                f"(the estimates differ by {self.gap:.3g}, within gamma - epsilon)")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A gradient estimate (d,) with its diagnostics.
+
+    value: V(θ) without noise (None where not evaluated); first, zeroth:
+    the means ḡ1, ḡ0 (d,) and variance_first, variance_zeroth their sample
+    spreads σ̂² (None where not drawn); alpha: the α rule's choice (ALPHA, or
+    any estimate with both kinds drawn); gap, gap_bound: ‖ḡ1 − ḡ0‖ and
+    `flag_z` standard errors of it; biased: gap > gap_bound, explained in
+    `message`."""
+
+    gradient: np.ndarray
+    estimator: Estimator
+    value: float | None = None
+    first: np.ndarray | None = None
+    zeroth: np.ndarray | None = None
+    variance_first: float | None = None
+    variance_zeroth: float | None = None
+    alpha: AlphaChoice | None = None
+    gap: float | None = None
+    gap_bound: float | None = None
+    biased: bool = False
+    message: str = ""
+
+
+def sample_spread(samples: np.ndarray) -> float:
+    """σ̂² = Σ‖g_i − ḡ‖² / (N − 1) of samples (N, d)."""
+    samples = np.asarray(samples, dtype=np.float64)
+    return float(np.sum((samples - samples.mean(axis=0)) ** 2) / (len(samples) - 1))
+
+
+def bernstein_epsilon(spread: float, n: int, dim: int, options: EstimatorOptions) -> float:
+    """ε = sqrt(2 σ̂² ℓ / N) + 2 L ℓ / (3 N), ℓ = log((d + 1) / δ): how far
+    a mean of N samples with spread σ̂² may lie from its expectation."""
+    ell = math.log((dim + 1) / options.delta)
+    return math.sqrt(2.0 * spread * ell / n) + 2.0 * options.bound * ell / (3.0 * n)
+
+
+def alpha_rule(first: np.ndarray, zeroth: np.ndarray, options: EstimatorOptions) -> AlphaChoice:
+    """α for ĝ = α ḡ1 + (1 − α) ḡ0 from first- and zeroth-order samples
+    (N, d) each: 0 when ε > γ; else α* = σ̂0² / (σ̂1² + σ̂0²), lowered to
+    (γ − ε) / ‖ḡ1 − ḡ0‖ when α*‖ḡ1 − ḡ0‖ > γ − ε."""
+    first, zeroth = np.asarray(first, np.float64), np.asarray(zeroth, np.float64)
+    s1, s0 = sample_spread(first), sample_spread(zeroth)
+    eps = bernstein_epsilon(s0, len(zeroth), first.shape[1], options)
+    gap = float(np.linalg.norm(first.mean(axis=0) - zeroth.mean(axis=0)))
+    if eps > options.gamma:
+        return AlphaChoice(0.0, AlphaCase.INFEASIBLE, eps, gap)
+    best = s0 / (s1 + s0) if s1 + s0 > 0 else 1.0
+    if best * gap > options.gamma - eps:
+        return AlphaChoice((options.gamma - eps) / gap, AlphaCase.CONSTRAINED, eps, gap)
+    return AlphaChoice(best, AlphaCase.FEASIBLE, eps, gap)
+
+
+def _call(objective: BatchObjective, thetas: np.ndarray, need_gradients: bool):
+    """(values (S,), gradients (S, d) or None), checked; `need_gradients`:
+    a missing gradient is an error."""
+    values, grads = objective(thetas)
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if values.shape != (len(thetas),):
+        raise ParameterError(f"the objective returned {values.size} values for "
+                             f"{len(thetas)} parameter vectors; it must return one each")
+    if grads is None and need_gradients:
+        raise ParameterError("the first-order estimate needs the objective's gradients, "
+                             "but it returned None")
+    if grads is not None:
+        grads = np.asarray(grads, dtype=np.float64)
+        if grads.shape != thetas.shape:
+            raise ParameterError(f"the objective's gradients have shape {grads.shape}; "
+                                 f"expected {thetas.shape}, one per parameter vector")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise ParameterError(f"the objective returned non-finite values at "
+                             f"{int(bad.sum())} of {len(values)} samples")
+    return values, grads
+
+
+def finite_difference(objective: BatchObjective, theta: np.ndarray, step: float) -> np.ndarray:
+    """Central differences (d,) of V at θ: the 2d shifted vectors in one call."""
+    theta = np.asarray(theta, dtype=np.float64)
+    shifts = np.eye(theta.size) * step
+    values, _ = _call(objective, np.concatenate([theta + shifts, theta - shifts]), False)
+    return (values[:theta.size] - values[theta.size:]) / (2.0 * step)
+
+
+def estimate(objective: BatchObjective, theta, estimator: "str | Estimator" = Estimator.ALPHA,
+             options: EstimatorOptions = EstimatorOptions(),
+             rng: np.random.Generator | None = None) -> Estimate:
+    """Estimate ∇F(θ) (θ: (d,)) with `estimator`; one call of `objective`
+    on a batch of 1 + 2N vectors (N + 1 or N without `diagnose`; 2d for
+    FINITE)."""
+    estimator = as_estimator(estimator)
+    theta = np.asarray(theta, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(theta)):
+        raise ParameterError("theta contains NaN or inf")
+    if estimator is Estimator.FINITE:
+        return Estimate(finite_difference(objective, theta, options.step), estimator)
+    rng = np.random.default_rng() if rng is None else rng
+    n, d, sigma = options.samples, theta.size, options.sigma
+    want_first = estimator is not Estimator.ZEROTH or options.diagnose
+    want_zeroth = estimator is not Estimator.FIRST or options.diagnose
+    noise_first = rng.normal(0.0, sigma, (n, d)) if want_first else np.zeros((0, d))
+    noise_zeroth = rng.normal(0.0, sigma, (n, d)) if want_zeroth else np.zeros((0, d))
+    thetas = np.concatenate([theta[None], theta + noise_first, theta + noise_zeroth])
+    values, grads = _call(objective, thetas, estimator is not Estimator.ZEROTH)
+    # A zeroth-order estimate of an objective without gradients skips the diagnostics.
+    first = grads[1:1 + n] if want_first and grads is not None else None
+    zeroth = None
+    if want_zeroth:
+        zeroth = (values[-n:] - values[0])[:, None] * noise_zeroth / sigma ** 2
+    return _assemble(estimator, float(values[0]), first, zeroth, options)
+
+
+def _assemble(estimator: Estimator, value: float, first, zeroth,
+              options: EstimatorOptions) -> Estimate:
+    """The estimate and its diagnostics from the samples drawn (N, d)."""
+    g1 = None if first is None else first.mean(axis=0)
+    g0 = None if zeroth is None else zeroth.mean(axis=0)
+    s1 = None if first is None else sample_spread(first)
+    s0 = None if zeroth is None else sample_spread(zeroth)
+    if g1 is None or g0 is None:
+        return Estimate(g1 if g0 is None else g0, estimator, value, g1, g0, s1, s0)
+    choice = alpha_rule(first, zeroth, options)
+    n = len(first)
+    gap_bound = options.flag_z * math.sqrt((s1 + s0) / n)
+    biased = choice.gap > gap_bound
+    message = ""
+    if biased:
+        message = (f"the first-order gradient differs from the zeroth-order one by "
+                   f"{choice.gap:.3g}, more than the {gap_bound:.3g} ({options.flag_z:g} "
+                   f"standard errors) that sampling noise explains: the simulation's exact "
+                   f"gradient is likely biased here (a contact, a cliff or a stiff spring); "
+                   f"estimator='alpha' or 'zeroth' is safer")
+    gradient = {Estimator.FIRST: g1, Estimator.ZEROTH: g0,
+                Estimator.ALPHA: choice.alpha * g1 + (1.0 - choice.alpha) * g0}[estimator]
+    return Estimate(gradient, estimator, value, g1, g0, s1, s0, choice, choice.gap,
+                    gap_bound, biased, message)

@@ -1,0 +1,198 @@
+"""Gradient estimators (symphys.estimators) against analytic answers."""
+
+import math
+
+import numpy as np
+import pytest
+
+from symphys.errors import ParameterError
+from symphys.estimators import (AlphaCase, Estimator, EstimatorOptions, alpha_rule,
+                                bernstein_epsilon, estimate, sample_spread)
+
+A = np.array([[3.0, 1.0, 0.0], [1.0, 2.0, 0.5], [0.0, 0.5, 1.0]])
+B = np.array([0.5, -1.0, 2.0])
+
+
+def quadratic(thetas):
+    """V = ½ θᵀAθ + bᵀθ at each row; ∇V = Aθ + b (so ∇F = Aθ + b too)."""
+    values = 0.5 * np.einsum("si,ij,sj->s", thetas, A, thetas) + thetas @ B
+    return values, thetas @ A + B
+
+
+def heaviside(thetas):
+    """V = 1[θ ≥ 0]: gradient 0 wherever it exists."""
+    return (thetas[:, 0] >= 0).astype(float), np.zeros_like(thetas)
+
+
+@pytest.mark.parametrize("estimator", ["first", "zeroth", "alpha"])
+def test_estimators_agree_with_the_quadratics_gradient(estimator):
+    theta = np.array([0.3, -0.2, 0.1])
+    options = EstimatorOptions(sigma=0.1, samples=2000, gamma=0.5)
+    est = estimate(quadratic, theta, estimator, options, np.random.default_rng(1))
+    exact = A @ theta + B
+    n = options.samples
+    if estimator == "first":
+        se = math.sqrt(est.variance_first / n)
+    elif estimator == "zeroth":
+        se = math.sqrt(est.variance_zeroth / n)
+    else:
+        a = est.alpha.alpha
+        se = math.sqrt((a ** 2 * est.variance_first + (1 - a) ** 2 * est.variance_zeroth) / n)
+    assert se > 0
+    assert np.linalg.norm(est.gradient - exact) < 3 * se
+    assert est.value == pytest.approx(quadratic(theta[None])[0][0])
+    assert not est.biased
+
+
+def test_finite_differences_match_the_quadratic():
+    theta = np.array([0.3, -0.2, 0.1])
+    est = estimate(quadratic, theta, "finite", EstimatorOptions(step=1e-5))
+    np.testing.assert_allclose(est.gradient, A @ theta + B, atol=1e-8)
+
+
+@pytest.mark.parametrize("theta", [-0.2, -0.05, 0.0, 0.05, 0.2])
+def test_heaviside_first_order_is_zero_zeroth_order_is_the_smoothed_slope(theta):
+    sigma, n = 0.1, 4000
+    options = EstimatorOptions(sigma=sigma, samples=n)
+    est = estimate(heaviside, [theta], "zeroth", options, np.random.default_rng(7))
+    assert est.first[0] == 0.0 and est.variance_first == 0.0      # biased, no spread
+    slope = math.exp(-0.5 * (theta / sigma) ** 2) / math.sqrt(2 * math.pi) / sigma
+    assert abs(est.gradient[0] - slope) < 3 * math.sqrt(est.variance_zeroth / n)
+    # Within two σ of the step, the exact gradient (0) is flagged as biased.
+    assert est.biased and "biased" in est.message
+
+
+def test_heaviside_far_from_the_step_is_not_flagged():
+    est = estimate(heaviside, [0.8], "first", EstimatorOptions(sigma=0.1, samples=500),
+                   np.random.default_rng(3))
+    assert est.gradient[0] == 0.0 and not est.biased and est.message == ""
+
+
+def _samples(mean, spread_scale, n, rng, d=2):
+    return np.asarray(mean) + spread_scale * rng.standard_normal((n, d))
+
+
+def test_alpha_rule_infeasible_branch():
+    rng = np.random.default_rng(0)
+    options = EstimatorOptions(gamma=0.01)
+    first, zeroth = _samples([1, 0], 0.01, 50, rng), _samples([1, 0], 5.0, 50, rng)
+    choice = alpha_rule(first, zeroth, options)
+    assert choice.epsilon > options.gamma
+    assert choice.case is AlphaCase.INFEASIBLE and choice.alpha == 0.0
+    assert "alpha = 0" in choice.reason
+
+
+def test_alpha_rule_feasible_branch_is_the_variance_optimal_mix():
+    rng = np.random.default_rng(0)
+    options = EstimatorOptions(gamma=1.0, bound=0.1)
+    first = _samples([1, 0], 0.02, 400, rng)
+    zeroth = _samples([0, 0], 0.05, 400, rng)
+    zeroth += first.mean(axis=0) - zeroth.mean(axis=0)          # equal means: gap 0
+    choice = alpha_rule(first, zeroth, options)
+    s1, s0 = sample_spread(first), sample_spread(zeroth)
+    assert choice.case is AlphaCase.FEASIBLE
+    assert choice.alpha == pytest.approx(s0 / (s0 + s1))
+    assert choice.gap == pytest.approx(0.0, abs=1e-12)
+
+
+def test_alpha_rule_constrained_branch_caps_the_bias():
+    rng = np.random.default_rng(0)
+    options = EstimatorOptions(gamma=0.5, bound=0.1)
+    first = _samples([1, 0], 0.02, 400, rng)
+    zeroth = _samples([0, 0], 0.05, 400, rng)                   # gap ≈ 1
+    choice = alpha_rule(first, zeroth, options)
+    s0 = sample_spread(zeroth)
+    eps = bernstein_epsilon(s0, 400, 2, options)
+    assert choice.case is AlphaCase.CONSTRAINED
+    assert choice.epsilon == pytest.approx(eps)
+    assert choice.alpha * choice.gap == pytest.approx(options.gamma - eps)
+    assert choice.alpha < s0 / (s0 + sample_spread(first))
+
+
+def test_bernstein_epsilon_formula():
+    options = EstimatorOptions(delta=0.95, bound=2.0)
+    ell = math.log(4 / 0.95)
+    assert bernstein_epsilon(0.3, 50, 3, options) == pytest.approx(
+        math.sqrt(2 * 0.3 * ell / 50) + 2 * 2.0 * ell / 150)
+
+
+def test_samples_run_in_one_batched_call():
+    calls = []
+
+    def counted(thetas):
+        calls.append(thetas.shape)
+        return quadratic(thetas)
+
+    estimate(counted, np.zeros(3), "alpha", EstimatorOptions(samples=10),
+             np.random.default_rng(0))
+    estimate(counted, np.zeros(3), "first",
+             EstimatorOptions(samples=10, diagnose=False), np.random.default_rng(0))
+    estimate(counted, np.zeros(3), "finite")
+    assert calls == [(21, 3), (11, 3), (6, 3)]
+
+
+def test_bad_options_and_objectives_are_named():
+    with pytest.raises(ParameterError, match="EstimatorOptions.sigma"):
+        EstimatorOptions(sigma=0.0)
+    with pytest.raises(ParameterError, match="EstimatorOptions.samples"):
+        EstimatorOptions(samples=1)
+    with pytest.raises(ParameterError, match="unknown estimator 'second'"):
+        estimate(quadratic, np.zeros(3), "second")
+    with pytest.raises(ParameterError, match="returned None"):
+        estimate(lambda t: (t[:, 0], None), np.zeros(3), "first")
+    with pytest.raises(ParameterError, match="non-finite values"):
+        estimate(lambda t: (np.full(len(t), np.nan), None), np.zeros(3), "zeroth")
+    with pytest.raises(ParameterError, match="one each"):
+        estimate(lambda t: (np.zeros(2), None), np.zeros(3), "zeroth")
+
+
+def test_batch_objective_on_a_thrown_ball():
+    """A ball thrown up, no contact within 100 steps: z_T is linear in the
+    launch velocity, so V = z_T² + x_T is quadratic and ∇F = ∇V(θ). All
+    samples of an estimate run as the worlds of one compiled call (JAX)."""
+    from scenes import drop
+
+    from symphys.api import batch_objective
+
+    scene, steps = drop(), 100
+    loss = lambda tr: tr.position["ball"][:, -1, 2] ** 2 + tr.position["ball"][:, -1, 0]
+    objective = batch_objective(scene, steps, loss, ["ball.velocity"],
+                                {"ball.velocity": [1.0, 0.0, 2.0]}, backend="jax")
+    theta = objective.theta()
+    assert objective.dim == 3 and theta.tolist() == [1.0, 0.0, 2.0]
+    dt, g = scene.dt, 9.81
+    z = 1.1 + steps * dt * theta[2] - g * dt ** 2 * steps * (steps + 1) / 2
+    exact = np.array([steps * dt, 0.0, 2 * z * steps * dt])
+    fd = estimate(objective, theta, "finite", EstimatorOptions(step=1e-4)).gradient
+    np.testing.assert_allclose(fd, exact, rtol=1e-6, atol=1e-9)
+    options = EstimatorOptions(sigma=0.05, samples=200, gamma=0.5)
+    est = estimate(objective, theta, "alpha", options, np.random.default_rng(2))
+    assert np.linalg.norm(est.first - exact) <= 3 * math.sqrt(est.variance_first / 200) + 1e-9
+    assert np.linalg.norm(est.zeroth - exact) < 3 * math.sqrt(est.variance_zeroth / 200)
+    assert not est.biased
+
+
+def pivot(thetas):
+    """EXPERIMENTS.md B3's objective: −sin²θ inside |θ| ≤ π/4, 0 beyond (a cliff)."""
+    t = thetas[:, 0]
+    inside = np.abs(t) <= np.pi / 4
+    return np.where(inside, -np.sin(t) ** 2, 0.0), np.where(inside, -np.sin(2 * t), 0.0)[:, None]
+
+
+@pytest.mark.parametrize("estimator", ["first", "zeroth", "alpha"])
+def test_optimisers_take_an_estimator(estimator):
+    """B3's settings (N = 50, σ = 0.02, step 0.01, 500 iterations from 0.1,
+    γ = 0.2): the exact gradient walks off the cliff at π/4, the zeroth- and
+    alpha-order ones stop before it."""
+    from symphys.optim import SGD
+
+    options = EstimatorOptions(sigma=0.02, samples=50, gamma=0.2)
+    run = SGD(learning_rate=0.01).minimise(pivot, [0.1], 500, estimator, options, seed=0)
+    assert run.thetas.shape == (501, 1) and len(run.values) == 500
+    final = run.thetas[-1, 0]
+    if estimator == "first":
+        assert final > np.pi / 4
+    else:
+        assert 0.6 < final < np.pi / 4
+    if estimator == "alpha":
+        assert np.all((run.alphas >= 0) & (run.alphas <= 1)) and run.flagged > 0
