@@ -76,6 +76,9 @@ def _cmd_experiment(args) -> int:
     module = experiments.get(args.name)
     # Without --backend each experiment runs on its own default.
     chosen = {} if args.backend is None else {"backend": args.backend}
+    if args.backend is not None and "backend" not in inspect.signature(module.run).parameters:
+        raise SystemExit(f"symphys experiment {args.name}: runs no simulation, so it takes "
+                         f"no --backend")
     if args.checkpoint:
         if "checkpoint" not in inspect.signature(module.run).parameters:
             raise SystemExit(f"symphys experiment {args.name}: --checkpoint is not supported "

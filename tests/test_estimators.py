@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from symphys.errors import ParameterError
-from symphys.estimators import (AlphaCase, Estimator, EstimatorOptions, alpha_rule,
+from symphys.estimators import (AlphaCase, EstimatorOptions, alpha_rule,
                                 bernstein_epsilon, estimate, sample_spread)
+from symphys.experiments.suh_heaviside import heaviside, smoothed_slope
+from symphys.experiments.suh_pivot import pivot
 
 A = np.array([[3.0, 1.0, 0.0], [1.0, 2.0, 0.5], [0.0, 0.5, 1.0]])
 B = np.array([0.5, -1.0, 2.0])
@@ -17,11 +19,6 @@ def quadratic(thetas):
     """V = ½ θᵀAθ + bᵀθ at each row; ∇V = Aθ + b (so ∇F = Aθ + b too)."""
     values = 0.5 * np.einsum("si,ij,sj->s", thetas, A, thetas) + thetas @ B
     return values, thetas @ A + B
-
-
-def heaviside(thetas):
-    """V = 1[θ ≥ 0]: gradient 0 wherever it exists."""
-    return (thetas[:, 0] >= 0).astype(float), np.zeros_like(thetas)
 
 
 @pytest.mark.parametrize("estimator", ["first", "zeroth", "alpha"])
@@ -56,7 +53,7 @@ def test_heaviside_first_order_is_zero_zeroth_order_is_the_smoothed_slope(theta)
     options = EstimatorOptions(sigma=sigma, samples=n)
     est = estimate(heaviside, [theta], "zeroth", options, np.random.default_rng(7))
     assert est.first[0] == 0.0 and est.variance_first == 0.0      # biased, no spread
-    slope = math.exp(-0.5 * (theta / sigma) ** 2) / math.sqrt(2 * math.pi) / sigma
+    slope = smoothed_slope(theta, sigma)
     assert abs(est.gradient[0] - slope) < 3 * math.sqrt(est.variance_zeroth / n)
     # Within two σ of the step, the exact gradient (0) is flagged as biased.
     assert est.biased and "biased" in est.message
@@ -172,13 +169,6 @@ def test_batch_objective_on_a_thrown_ball():
     assert not est.biased
 
 
-def pivot(thetas):
-    """EXPERIMENTS.md B3's objective: −sin²θ inside |θ| ≤ π/4, 0 beyond (a cliff)."""
-    t = thetas[:, 0]
-    inside = np.abs(t) <= np.pi / 4
-    return np.where(inside, -np.sin(t) ** 2, 0.0), np.where(inside, -np.sin(2 * t), 0.0)[:, None]
-
-
 @pytest.mark.parametrize("estimator", ["first", "zeroth", "alpha"])
 def test_optimisers_take_an_estimator(estimator):
     """B3's settings (N = 50, σ = 0.02, step 0.01, 500 iterations from 0.1,
@@ -196,3 +186,25 @@ def test_optimisers_take_an_estimator(estimator):
         assert 0.6 < final < np.pi / 4
     if estimator == "alpha":
         assert np.all((run.alphas >= 0) & (run.alphas <= 1)) and run.flagged > 0
+
+
+@pytest.mark.parametrize("name", ["suh-heaviside", "suh-pivot"])
+def test_suh_experiments_quick(name, tmp_path):
+    """The quick runs reach the paper's qualitative outcome, with a table,
+    JSON and PNG."""
+    from symphys import experiments
+
+    module = experiments.get(name)
+    result = module.run(quick=True, seed=0, show_progress=False)
+    assert result.metrics["targets_met"]
+    assert "met" in module.report(result)
+    result.save(tmp_path / "r.json")
+    module.plot(result, str(tmp_path / "r.png"))
+    assert (tmp_path / "r.png").stat().st_size > 10_000
+
+
+def test_experiment_without_simulation_refuses_a_backend(capsys):
+    from symphys.cli import main
+
+    with pytest.raises(SystemExit, match="takes no --backend"):
+        main(["experiment", "suh-pivot", "--quick", "--backend", "jax"])

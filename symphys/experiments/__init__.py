@@ -17,6 +17,8 @@ EXPERIMENTS = {
     "arm-random": "symphys.experiments.arm_random",
     "quadruped-gait": "symphys.experiments.quadruped_gait",
     "quadruped-speed": "symphys.experiments.quadruped_speed",
+    "suh-heaviside": "symphys.experiments.suh_heaviside",
+    "suh-pivot": "symphys.experiments.suh_pivot",
 }
 
 
