@@ -70,6 +70,8 @@ class WorldArrays:
     constraint_frequency: object | None
     constraint_damping: object | None
     ground_rolling_friction: object | None = None
+    contact_stiffness: object | None = None      # penalty contact models only
+    contact_damping: object | None = None
 
 
 def _column(value, batched: bool):
@@ -192,7 +194,9 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
         constraint_frequency=world("solver.constraint_frequency") if freq else None,
         constraint_damping=world("solver.constraint_damping") if freq else None,
         ground_rolling_friction=(world("ground.rolling_friction")
-                                 if scene.has_rolling_friction else None))
+                                 if scene.has_rolling_friction else None),
+        contact_stiffness=world("solver.contact_stiffness") if scene.solver.penalty else None,
+        contact_damping=world("solver.contact_damping") if scene.solver.penalty else None)
 
     rotation = quat_to_mat(arr["qw"], arr["qx"], arr["qy"], arr["qz"])
     state = State(Vec3(arr["px"], arr["py"], arr["pz"]), rotation,
@@ -216,12 +220,14 @@ class LeafLayout:
     frequency: bool
     rolling: bool
     isotropic: tuple[bool, ...] = ()   # per body: inertia a multiple of I
+    penalty: bool = False              # contact stiffness and damping
 
     @classmethod
     def of(cls, scene: Scene) -> "LeafLayout":
         return cls(scene.solver.constraint_frequency is not None,
                    scene.has_rolling_friction,
-                   tuple(b.shape is Shape.SPHERE for b in scene.bodies))
+                   tuple(b.shape is Shape.SPHERE for b in scene.bodies),
+                   scene.solver.penalty)
 
 
 def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
@@ -231,18 +237,18 @@ def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
               *bodies.half_size, bodies.half_length, bodies.friction, bodies.restitution,
               *world.gravity, world.ground_height, world.ground_friction,
               world.ground_restitution]
-    layout = LeafLayout(world.constraint_frequency is not None,
-                        bodies.rolling_friction is not None)
-    if layout.frequency:
+    if world.constraint_frequency is not None:
         leaves += [world.constraint_frequency, world.constraint_damping]
-    if layout.rolling:
+    if bodies.rolling_friction is not None:
         leaves += [bodies.rolling_friction, world.ground_rolling_friction]
+    if world.contact_stiffness is not None:
+        leaves += [world.contact_stiffness, world.contact_damping]
     return [pt.as_tensor_variable(x) for x in leaves]
 
 
 def n_model_leaves(layout: LeafLayout) -> int:
     """How many tensors `model_leaves` returns for this layout."""
-    return 20 + 2 * layout.frequency + 2 * layout.rolling
+    return 20 + 2 * layout.frequency + 2 * layout.rolling + 2 * layout.penalty
 
 
 def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArrays]:
@@ -251,6 +257,7 @@ def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArra
     optional = iter(x[20:])
     freq = (next(optional), next(optional)) if layout.frequency else (None, None)
     roll = (next(optional), next(optional)) if layout.rolling else (None, None)
+    penalty = (next(optional), next(optional)) if layout.penalty else (None, None)
     bodies = BodyArrays(inv_mass=x[0], inv_inertia=Vec3(*x[1:4]), inertia=Vec3(*x[4:7]),
                         radius=x[7], half_size=Vec3(*x[8:11]), half_length=x[11],
                         friction=x[12], restitution=x[13], rolling_friction=roll[0],
@@ -258,5 +265,6 @@ def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArra
     world = WorldArrays(gravity=Vec3(*x[14:17]), ground_height=x[17],
                         ground_friction=x[18], ground_restitution=x[19],
                         constraint_frequency=freq[0], constraint_damping=freq[1],
-                        ground_rolling_friction=roll[1])
+                        ground_rolling_friction=roll[1], contact_stiffness=penalty[0],
+                        contact_damping=penalty[1])
     return bodies, world

@@ -53,6 +53,9 @@ def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
     if scene.solver.constraint_frequency is not None:
         shapes["solver.constraint_frequency"] = ()
         shapes["solver.constraint_damping"] = ()
+    if scene.solver.penalty:
+        shapes["solver.contact_stiffness"] = ()
+        shapes["solver.contact_damping"] = ()
     return shapes
 
 
@@ -90,6 +93,9 @@ def default_parameters(scene: Scene) -> dict[str, np.ndarray]:
     if scene.solver.constraint_frequency is not None:
         values["solver.constraint_frequency"] = scene.solver.constraint_frequency
         values["solver.constraint_damping"] = scene.solver.constraint_damping
+    if scene.solver.penalty:
+        values["solver.contact_stiffness"] = scene.solver.contact_stiffness
+        values["solver.contact_damping"] = scene.solver.contact_damping
     return {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
 
 

@@ -37,7 +37,9 @@ class Shape(enum.Enum):
 
 
 class ContactModel(enum.Enum):
-    IMPULSE = "impulse"
+    IMPULSE = "impulse"     # velocity-level rows in the Gauss-Seidel solver (stiff)
+    PENALTY = "penalty"     # spring-damper force k d - c v_n once the depth d > 0
+    SMOOTH = "smooth"       # the same with softplus(d / s) s for d: a force before touching
 
 
 class FrictionModel(enum.Enum):
@@ -84,6 +86,9 @@ class SolverOptions:
     restitution_threshold: approach speed (m/s) below which e is ignored.
     gyroscopic: include the -w x (I w) torque.
     renormalisation_iterations: Bjorck steps (3A - A A^T A)/2 per step.
+    contact_stiffness, contact_damping: k (N/m) and c (N s/m) of the
+      penalty and smooth contact models (parameters `solver.contact_*`);
+    contact_smoothing: the smooth model's length scale s (m).
     """
 
     model: ContactModel = ContactModel.IMPULSE
@@ -95,6 +100,14 @@ class SolverOptions:
     friction_model: FrictionModel = FrictionModel.PYRAMID
     gyroscopic: bool = True
     renormalisation_iterations: int = 1
+    contact_stiffness: float = 1e4
+    contact_damping: float = 100.0
+    contact_smoothing: float = 1e-3
+
+    @property
+    def penalty(self) -> bool:
+        """Whether contacts are spring-dampers (PENALTY or SMOOTH)."""
+        return self.model is not ContactModel.IMPULSE
 
 
 class JointType(enum.Enum):
@@ -289,6 +302,8 @@ class Scene:
         # Frequency and damping are graph inputs; only their presence shapes it.
         solver["constraint_frequency"] = self.solver.constraint_frequency is not None
         solver.pop("constraint_damping")
+        solver.pop("contact_stiffness")      # inputs too (penalty models)
+        solver.pop("contact_damping")
         doc = {
             "dt": self.dt,
             "solver": solver,

@@ -34,7 +34,8 @@ _BODY_FIELDS = {"name", "shape", "radius", "size", "length", "mass",
 _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "constraint_damping", "position_feedback",
                   "restitution_threshold", "friction_model", "gyroscopic",
-                  "renormalisation_iterations"}
+                  "renormalisation_iterations", "contact_stiffness", "contact_damping",
+                  "contact_smoothing"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
 _JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
                  "frequency", "damping"}
@@ -256,6 +257,9 @@ def _read_solver(doc, source: str) -> SolverOptions:
         renormalisation_iterations=r.number(
             "renormalisation_iterations", d.renormalisation_iterations,
             nonneg=True, integer=True),
+        contact_stiffness=r.number("contact_stiffness", d.contact_stiffness, positive=True),
+        contact_damping=r.number("contact_damping", d.contact_damping, nonneg=True),
+        contact_smoothing=r.number("contact_smoothing", d.contact_smoothing, positive=True),
     )
 
 
@@ -545,9 +549,24 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
     sensors = _read_sensors(doc, source, bodies, joints)
     contacts = _read_contacts(doc.get("contacts", "auto"), source, bodies,
                               ground is not None, joints)
+    _check_penalty_fields(solver, ground, bodies, source)
     return Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
                  bodies=bodies, contacts=contacts, joints=joints, motors=motors,
                  sensors=sensors, source=source, raw=raw)
+
+
+def _check_penalty_fields(solver: SolverOptions, ground, bodies, source: str) -> None:
+    """Spring-damper contacts have no rolling-resistance rows: refuse a
+    rolling friction they would ignore, naming where it is set."""
+    if not solver.penalty:
+        return
+    places = [("ground", ground.rolling_friction)] if ground is not None else []
+    places += [(f"body '{b.name}'", b.rolling_friction) for b in bodies]
+    for item, value in places:
+        if value > 0:
+            raise SceneError(f"rolling friction {value} is not modelled by the "
+                             f"'{solver.model.value}' contact model (only 'impulse'); set it "
+                             f"to 0", source=source, item=item, field="rolling_friction")
 
 
 class SceneBuilder:

@@ -74,10 +74,13 @@ def _safe_div(num, den):
 
 def check_scene(scene: Scene) -> None:
     """Raise `SceneError` naming the first thing in `scene` the kernel does
-    not model: joints, motors, non-sphere bodies, contacts other than
-    sphere-ground, rolling friction."""
+    not model: penalty contact, joints, motors, non-sphere bodies, contacts
+    other than sphere-ground, rolling friction."""
     src = scene.source
     why = "is not modelled by the sphere kernel (symphys.sphere_kernel)"
+    if scene.solver.penalty:
+        raise SceneError(f"contact model '{scene.solver.model.value}' {why}; it runs the "
+                         f"impulse solver", source=src, item="solver", field="model")
     if scene.joints:
         j = scene.joints[0]
         raise SceneError(f"{j.type.value} joint {why}; it simulates free spheres only",

@@ -1,7 +1,9 @@
 """One simulation step, a pure function state -> state.
 
 1. external forces: v += dt g; gyroscopic torque on w (optional);
-2. contact rows at the current pose; projected Gauss-Seidel impulses;
+2. contact rows at the current pose; projected Gauss-Seidel impulses
+   (with a penalty contact model, `symphys.penalty`'s spring-damper
+   impulses instead of contact rows);
 3. x += dt v; R <- renormalise(R + dt [w]x R), where a body whose first
    contact of the step closes only after a fraction tau of it moves with its
    pre-impulse velocity for that fraction (time-of-impact correction: the
@@ -22,6 +24,7 @@ from symphys.contacts import STATIC, ContactBlock, Gather, contact_geometry
 from symphys.joints import (JointBlock, JointFrames, MotorArrays, MotorBlock, joint_rows,
                             motor_rows)
 from symphys.model import BodyArrays, State, WorldArrays
+from symphys.penalty import apply_contact
 from symphys.scene import Scene
 from symphys.solver import (approach, contact_rows, mobility, solve, velocity_components,
                             velocity_matrix)
@@ -126,11 +129,18 @@ def step(model: StepModel, state: State) -> State:
     if model.blocks or model.joint_blocks or model.motor_blocks:
         mob = mobility(model.bodies, state.rotation)
         rows, V = articulation_rows(model, state, mob, velocity_matrix(v, w))
-        pre = [approach(block, contact_geometry(block, model.bodies, model.world,
-                                                state.position, state.rotation,
-                                                model.n_bodies),
-                        mob, V, scene.dt, model.n_bodies)
-               for block in model.blocks]
+        geometry = [contact_geometry(block, model.bodies, model.world, state.position,
+                                     state.rotation, model.n_bodies)
+                    for block in model.blocks]
+        if options.penalty:
+            # Spring-dampers: impulses now, no contact rows (symphys.penalty).
+            start = velocity_matrix(state.velocity, state.angular_velocity)
+            for block, geom in zip(model.blocks, geometry):
+                V = apply_contact(block, geom, mob, V, start, model.world, options, scene.dt,
+                                  model.n_bodies)
+            geometry = []
+        pre = [approach(block, geom, mob, V, scene.dt, model.n_bodies)
+               for block, geom in zip(model.blocks, geometry)]
         tau = body_impact_fraction(model, [p.tau for p in pre], v.x) if pre else 0.0
         # Contacts first: the servos' limits should hold after the last sweep.
         rows = [contact_rows(p, tau, mob, options, model.world.constraint_frequency,

@@ -169,6 +169,8 @@ def test_initial_state_and_shapes():
     (lambda: sp.SceneBuilder("s").ground(rolling_friction=0.01)
      .sphere("ball", radius=0.1, mass=1.0),
      ["ground", "rolling_friction"]),
+    (lambda: sp.SceneBuilder("s", model="smooth").ground().sphere("ball", radius=0.1, mass=1.0),
+     ["solver", "field 'model'", "smooth"]),
 ])
 def test_unsupported_scene_is_named(build, where):
     scene = build().build()
