@@ -569,7 +569,8 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
     `report_only`: run nothing, report what the JSON holds. `merge`: other
     bench JSONs (parts of a matrix run side by side) whose cases, peers and
     notes join this one's (a case or peer in a later file replaces an
-    earlier one)."""
+    earlier one); merging runs nothing either (it used to go on to run
+    every case the files lacked: the whole default matrix, hours)."""
     from tqdm.auto import tqdm
 
     from symphys.errors import ParameterError
@@ -603,7 +604,7 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
         _merge_into(doc, path)
     done = {_case_key(r) for r in doc["rows"]}
     peer_done = {(p["scene"], p["batch"]) for p in doc["peers"]}
-    todo = [] if report_only else [c for c in cases if c not in done]
+    todo = [] if report_only or merge else [c for c in cases if c not in done]
     if report_only and not merge and not (json_path and Path(json_path).exists()):
         raise ParameterError(f"bench: nothing to report, {json_path} does not exist")
 

@@ -149,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", action="store_true",
                    help="run nothing: print the tables and redraw the plot from --json")
     p.add_argument("--merge", nargs="+", metavar="JSON",
-                   help="join these bench JSONs (parts run side by side) into --json")
+                   help="join these bench JSONs (parts run side by side) into --json; "
+                        "runs nothing")
     p.set_defaults(func=_cmd_bench)
     return parser
 

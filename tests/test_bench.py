@@ -159,7 +159,7 @@ def test_numba_and_cvm_compile_once_per_scene(monkeypatch):
                for b in (1, 16, 128, 1024))
 
 
-def test_merge_joins_parts_run_side_by_side(tmp_path):
+def test_merge_joins_parts_run_side_by_side(tmp_path, monkeypatch):
     # Two parts of a matrix (say JAX on one core, Numba on the other): the
     # merged document holds both, a case measured twice keeps the later
     # file's figures, and a file run with other step counts is refused.
@@ -178,7 +178,9 @@ def test_merge_joins_parts_run_side_by_side(tmp_path):
                         row("ball", 16, "numba", True, 90.0, 250.0)], [peer])
     b = part("b.json", [row("ball", 16, "numba", True, 80.0, 240.0)],
              [dict(peer, ns_per_world_step=2100.0)])
-    doc = bench.main(json_path=str(tmp_path / "all.json"), report_only=True, merge=(a, b))
+    # Merging runs no case (a full matrix would take hours).
+    monkeypatch.setattr(bench, "run_case", lambda *a, **k: pytest.fail("a case was run"))
+    doc = bench.main(json_path=str(tmp_path / "all.json"), merge=(a, b), peers=False)
     rows = {(r["backend"], r["forward_ns_per_world_step"]) for r in doc["rows"]}
     assert rows == {("jax", 100.0), ("numba", 80.0)}
     assert [p["ns_per_world_step"] for p in doc["peers"]] == [2100.0]
