@@ -17,7 +17,7 @@ from pytensor.compile.mode import Mode, get_mode
 
 from symphys import compile_cache, rewrites
 from symphys.errors import BackendError
-from symphys.scene_io import closest
+from symphys.scene_io import member
 
 
 class Backend(enum.Enum):
@@ -27,14 +27,7 @@ class Backend(enum.Enum):
 
 
 def as_backend(backend: "str | Backend") -> Backend:
-    if isinstance(backend, Backend):
-        return backend
-    try:
-        return Backend(str(backend).lower())
-    except ValueError:
-        names = [b.value for b in Backend]
-        raise BackendError(f"unknown backend {backend!r}{closest(str(backend), names)}; "
-                           f"choose one of {names}") from None
+    return member(backend, Backend, "backend", BackendError)
 
 
 # PyTensor rewrites that look for diagonal, symmetric, orthogonal or

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symphys.errors import ParameterError
+from symphys.scene_io import member
 
 BatchObjective = Callable[[np.ndarray], tuple[np.ndarray, "np.ndarray | None"]]
 
@@ -53,13 +54,7 @@ class Estimator(enum.Enum):
 
 
 def as_estimator(estimator: "str | Estimator") -> Estimator:
-    if isinstance(estimator, Estimator):
-        return estimator
-    try:
-        return Estimator(str(estimator).lower())
-    except ValueError:
-        raise ParameterError(f"unknown estimator {estimator!r}; choose one of "
-                             f"{[e.value for e in Estimator]}") from None
+    return member(estimator, Estimator, "estimator", ParameterError)
 
 
 class AlphaCase(enum.Enum):

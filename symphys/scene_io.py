@@ -7,6 +7,7 @@ the same error messages.
 
 from __future__ import annotations
 
+import enum
 import difflib
 import json
 import math
@@ -48,6 +49,20 @@ def closest(name: str, choices) -> str:
     """' (did you mean X?)' for the closest valid name, or ''."""
     match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
     return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def member(value, choices: type[enum.Enum], what: str, error: type[Exception]):
+    """`value` as a member of the enum `choices` (a member already, or its
+    value in any case); else `error` naming `what`, the closest value and
+    every valid one."""
+    if isinstance(value, choices):
+        return value
+    try:
+        return choices(str(value).lower())
+    except ValueError:
+        names = [c.value for c in choices]
+        raise error(f"unknown {what} {value!r}{closest(str(value), names)}; "
+                    f"choose one of {names}") from None
 
 
 def scenes_dir() -> Path:
