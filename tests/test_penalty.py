@@ -24,7 +24,8 @@ def sphere_scene(model: str, **options):
 
 def _worlds(scene, depth):
     """Worlds 0-2 rest at stiffness 1e3, 1e4, 1e5 (critical damping); world
-    3 starts sliding at 1 m/s (stiffness 1e4). All start at rest depth."""
+    3 starts sliding at 1 m/s (stiffness 1e4). All start 2 mm above their
+    rest depth."""
     z = RADIUS - depth
     velocity = np.zeros((4, 3))
     velocity[3, 0] = 1.0

@@ -34,8 +34,8 @@ def smoothed_slope(theta: float, sigma: float = SIGMA) -> float:
 
 
 def zeroth_order_spread(theta: float, sigma: float = SIGMA) -> float:
-    """The exact variance of one zeroth-order sample at θ: with a = |θ|,
-    E[(Δ w / σ²)²] = (Φ(−a/σ) + (a/σ) φ(a/σ)) / σ², less the slope²
+    """The exact variance of one zeroth-order sample at θ: with a = |θ|/σ,
+    E[(Δ w / σ²)²] = (Φ(−a) + a φ(a)) / σ², less the slope²
     (Δ = V(θ + w) − V(θ) is ±1 when the noise crosses the step)."""
     a = abs(theta) / sigma
     tail = 0.5 * math.erfc(a / math.sqrt(2.0))
