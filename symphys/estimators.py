@@ -196,6 +196,27 @@ def _call(objective: BatchObjective, thetas: np.ndarray, need_gradients: bool):
     return values, grads
 
 
+def reparameterised(objective: BatchObjective, params_of: Callable, jacobian_of: Callable,
+                     dim: int) -> BatchObjective:
+    """The batch objective of φ (S, dim) where the wrapped objective's
+    parameters are θ = params_of(φ) (S, d): values unchanged, gradients by
+    the chain rule with jacobian_of(φ) (S, d, dim) = ∂θ/∂φ (a throw angle
+    mapped to a launch velocity, say)."""
+
+    def wrapped(phis):
+        phis = np.asarray(phis, dtype=np.float64)
+        if phis.ndim != 2 or phis.shape[1] != dim:
+            raise ParameterError(f"the reparameterised objective takes vectors of shape "
+                                 f"(S, {dim}); got {phis.shape}")
+        values, grads = objective(np.asarray(params_of(phis), dtype=np.float64))
+        if grads is None:
+            return values, None
+        return values, np.einsum("sd,sdk->sk", np.asarray(grads), jacobian_of(phis))
+
+    wrapped.dim = dim
+    return wrapped
+
+
 def finite_difference(objective: BatchObjective, theta: np.ndarray, step: float) -> np.ndarray:
     """Central differences (d,) of V at θ: the 2d shifted vectors in one call."""
     theta = np.asarray(theta, dtype=np.float64)

@@ -18,6 +18,7 @@ EXPERIMENTS = {
     "quadruped-gait": "symphys.experiments.quadruped_gait",
     "quadruped-speed": "symphys.experiments.quadruped_speed",
     "suh-heaviside": "symphys.experiments.suh_heaviside",
+    "suh-ball-wall": "symphys.experiments.suh_ball_wall",
     "suh-pivot": "symphys.experiments.suh_pivot",
 }
 
