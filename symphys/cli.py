@@ -88,8 +88,10 @@ def _cmd_experiment(args) -> int:
                         **chosen)
     print(module.report(result))
     json_path = args.json or f"results/{args.name}.json"
-    plot_path = args.plot or f"results/{args.name}.png"
+    # Without --plot the PNG goes beside the JSON.
+    plot_path = args.plot or str(Path(json_path).with_suffix(".png"))
     result.save(json_path)
+    Path(plot_path).parent.mkdir(parents=True, exist_ok=True)
     module.plot(result, plot_path)
     print(f"wrote {json_path} and {plot_path}")
     return 0
@@ -126,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["numba", "jax", "cvm"],
                    help="default: the experiment's own (ball-throw numba, robots jax)")
     p.add_argument("--json", help="default results/NAME.json")
-    p.add_argument("--plot", help="default results/NAME.png")
+    p.add_argument("--plot", help="default: beside the JSON (results/NAME.png)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--checkpoint", help="save the run here after every evaluation and resume "
                    "from it when it exists (quadruped-gait, quadruped-speed)")

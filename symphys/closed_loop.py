@@ -7,9 +7,11 @@ its sensors for `steps` steps, and a loss is read off the trajectory.
 task: (W, n_targets) target inputs, one row per world (W worlds share the
 controller and the loss is their mean, as the loss function computes it);
 weights: {name: array} from `controller.init()`. With `population=P` the
-function is forward only and takes every weight with a leading (P, ...)
-axis: world p runs controller p (one batched rollout per CMA-ES
-generation); it returns the P losses.
+function takes every weight with a leading (P, ...) axis: world p runs
+controller p (one batched rollout per CMA-ES generation, or the noisy
+samples of a gradient estimate); it returns the P losses and, unless
+gradient=False, each member's gradient (P, ...) with respect to its own
+weights.
 
 The loss function receives the `Trajectory` (batched: fields (W, T+1, 3))
 and the task tensor (W, n_targets), and returns a scalar, or with a
@@ -49,16 +51,17 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
                          options: LoopOptions = LoopOptions(),
                          gradient: bool = True) -> Compiled:
     """Compiled f(task, *weights[, *params]) -> [loss, *d weights, *d params]
-    (or, with `population`, the (P,) losses; with gradient=False, the loss
-    alone, which may then be any array, e.g. one value per world).
+    (with `population`, the (P,) losses and the (P, ...) gradients of each
+    member's loss; with gradient=False, the loss alone, which may then be
+    any array, e.g. one value per world).
 
     worlds: rows of `task` simulated side by side (ignored with a
     population: one world per member). wrt_params: scene parameters (joint
-    anchors, motor gains, sizes) taken as extra inputs and differentiated."""
+    anchors, motor gains, sizes, contact stiffness) taken as extra inputs,
+    shared by every world, and differentiated (with a population: the
+    gradient of the members' summed losses)."""
     backend = as_backend(backend)
     check_names(scene, wrt_params, "wrt_params")
-    if population is not None and wrt_params:
-        raise ParameterError("a population rollout is forward only: no wrt_params")
     key = ("closed_loop", scene.structure_key(), steps, controller, LossKey(loss),
            backend, worlds, population, tuple(wrt_params), options, gradient)
 
@@ -74,9 +77,15 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
                        options=options)
         value = loss(traj, task)
         inputs = [task, *weights.values(), *params.values()]
-        if population is not None or not gradient:
+        if not gradient:
             return compile(inputs, value, backend)
-        grads = pytensor.grad(value, [*weights.values(), *params.values()])
+        if population is not None and value.ndim != 1:
+            raise ParameterError(f"a population loss must return one value per member "
+                                 f"(P,), got ndim={value.ndim}")
+        # Members are independent worlds: the gradient of the summed losses
+        # holds each member's own gradient in its row.
+        total = value.sum() if population is not None else value
+        grads = pytensor.grad(total, [*weights.values(), *params.values()])
         return compile(inputs, [value, *grads], backend)
 
     def described():

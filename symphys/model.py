@@ -72,6 +72,7 @@ class WorldArrays:
     ground_rolling_friction: object | None = None
     contact_stiffness: object | None = None      # penalty contact models only
     contact_damping: object | None = None
+    velocity_damping: object | None = None       # scenes with a drag only
 
 
 def _column(value, batched: bool):
@@ -196,7 +197,9 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
         ground_rolling_friction=(world("ground.rolling_friction")
                                  if scene.has_rolling_friction else None),
         contact_stiffness=world("solver.contact_stiffness") if scene.solver.penalty else None,
-        contact_damping=world("solver.contact_damping") if scene.solver.penalty else None)
+        contact_damping=world("solver.contact_damping") if scene.solver.penalty else None,
+        velocity_damping=(world("solver.velocity_damping") if scene.solver.velocity_damping > 0
+                          else None))
 
     rotation = quat_to_mat(arr["qw"], arr["qx"], arr["qy"], arr["qz"])
     state = State(Vec3(arr["px"], arr["py"], arr["pz"]), rotation,
@@ -221,13 +224,14 @@ class LeafLayout:
     rolling: bool
     isotropic: tuple[bool, ...] = ()   # per body: inertia a multiple of I
     penalty: bool = False              # contact stiffness and damping
+    drag: bool = False                 # velocity damping
 
     @classmethod
     def of(cls, scene: Scene) -> "LeafLayout":
         return cls(scene.solver.constraint_frequency is not None,
                    scene.has_rolling_friction,
                    tuple(b.shape is Shape.SPHERE for b in scene.bodies),
-                   scene.solver.penalty)
+                   scene.solver.penalty, scene.solver.velocity_damping > 0)
 
 
 def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
@@ -243,12 +247,14 @@ def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
         leaves += [bodies.rolling_friction, world.ground_rolling_friction]
     if world.contact_stiffness is not None:
         leaves += [world.contact_stiffness, world.contact_damping]
+    if world.velocity_damping is not None:
+        leaves.append(world.velocity_damping)
     return [pt.as_tensor_variable(x) for x in leaves]
 
 
 def n_model_leaves(layout: LeafLayout) -> int:
     """How many tensors `model_leaves` returns for this layout."""
-    return 20 + 2 * layout.frequency + 2 * layout.rolling + 2 * layout.penalty
+    return 20 + 2 * layout.frequency + 2 * layout.rolling + 2 * layout.penalty + layout.drag
 
 
 def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArrays]:
@@ -258,6 +264,7 @@ def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArra
     freq = (next(optional), next(optional)) if layout.frequency else (None, None)
     roll = (next(optional), next(optional)) if layout.rolling else (None, None)
     penalty = (next(optional), next(optional)) if layout.penalty else (None, None)
+    drag = next(optional) if layout.drag else None
     bodies = BodyArrays(inv_mass=x[0], inv_inertia=Vec3(*x[1:4]), inertia=Vec3(*x[4:7]),
                         radius=x[7], half_size=Vec3(*x[8:11]), half_length=x[11],
                         friction=x[12], restitution=x[13], rolling_friction=roll[0],
@@ -266,5 +273,5 @@ def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArra
                         ground_friction=x[18], ground_restitution=x[19],
                         constraint_frequency=freq[0], constraint_damping=freq[1],
                         ground_rolling_friction=roll[1], contact_stiffness=penalty[0],
-                        contact_damping=penalty[1])
+                        contact_damping=penalty[1], velocity_damping=drag)
     return bodies, world

@@ -326,6 +326,9 @@ def to_mjcf(scene: Scene, options: MjcfOptions = MjcfOptions()) -> str:
     exact and what is approximated. Body, geom and actuator names are the
     symphys body and motor names; the ground plane is geom "ground"; the
     keyframe "initial" holds the initial velocities."""
+    if scene.solver.velocity_damping > 0:
+        raise SceneError("velocity damping has no MJCF counterpart here", source=scene.source,
+                         item="solver", field="velocity_damping")
     edges = kinematic_tree(scene)
     _initial_velocity_check(scene, edges)
     by_name = {b.name: b for b in scene.bodies}

@@ -239,3 +239,31 @@ class OpenLoop:
         x = pt.concatenate(time_features(time, self.frequencies), axis=1)
         return (_matmul(x, params[f"{self.prefix}.w"]) + params[f"{self.prefix}.b"]) \
             * self.output_scale, carry
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Open-loop command table: the action at step k is row k of
+    `prefix.u` (steps, n_out), whatever the observation (a per-step control
+    sequence, as trajectory optimisation uses). Rows are picked by the time
+    (B, 1): step k runs at time k dt; past the last row the command is 0."""
+
+    n_out: int
+    steps: int
+    dt: float
+    prefix: str = "schedule"
+
+    def parameter_shapes(self):
+        return {f"{self.prefix}.u": (self.steps, self.n_out)}
+
+    def init(self, seed: int = 0):
+        return {f"{self.prefix}.u": np.zeros((self.steps, self.n_out))}
+
+    def carry_sizes(self):
+        return ()
+
+    def apply(self, params, observation, carry, time):
+        # One-hot of this step's row, (B, steps): differentiable in the table.
+        rows = np.arange(self.steps) * self.dt
+        pick = pt.cast(pt.abs(time - rows[None, :]) < 0.5 * self.dt, "float64")
+        return _matmul(pick, params[f"{self.prefix}.u"]), carry

@@ -56,6 +56,8 @@ def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
     if scene.solver.penalty:
         shapes["solver.contact_stiffness"] = ()
         shapes["solver.contact_damping"] = ()
+    if scene.solver.velocity_damping > 0:
+        shapes["solver.velocity_damping"] = ()
     return shapes
 
 
@@ -96,6 +98,8 @@ def default_parameters(scene: Scene) -> dict[str, np.ndarray]:
     if scene.solver.penalty:
         values["solver.contact_stiffness"] = scene.solver.contact_stiffness
         values["solver.contact_damping"] = scene.solver.contact_damping
+    if scene.solver.velocity_damping > 0:
+        values["solver.velocity_damping"] = scene.solver.velocity_damping
     return {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
 
 

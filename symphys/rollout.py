@@ -205,6 +205,8 @@ def rollout(scene: Scene, steps, params: dict | None = None, action=None, contro
     comps, batched = rollout_states(scene, steps, params, action, controller,
                                     controller_params, task, options)
     per_world = any(x is not None and pt.as_tensor_variable(x).ndim == 2
-                    for x in (action, task))
+                    for x in (action, task)) or (
+        controller is not None and bool(_batched_controller_columns(controller,
+                                                                    controller_params)))
     return trajectory_from_components(scene, comps, steps, bool(batched) or per_world,
                                       stride=options.stride)

@@ -89,6 +89,11 @@ class SolverOptions:
     contact_stiffness, contact_damping: k (N/m) and c (N s/m) of the
       penalty and smooth contact models (parameters `solver.contact_*`);
     contact_smoothing: the smooth model's length scale s (m).
+    velocity_damping: a drag λ (1/s) on every body: each step scales its
+      linear and angular velocity by (1 − λ dt) before forces act (Bullet's
+      linear and angular damping; Suh et al.'s v+ = c v + h F / m with
+      c = 1 − λ h); the parameter `solver.velocity_damping` when > 0; 0:
+      none, and no graph node.
     """
 
     model: ContactModel = ContactModel.IMPULSE
@@ -103,6 +108,7 @@ class SolverOptions:
     contact_stiffness: float = 1e4
     contact_damping: float = 100.0
     contact_smoothing: float = 1e-3
+    velocity_damping: float = 0.0
 
     @property
     def penalty(self) -> bool:
@@ -304,6 +310,7 @@ class Scene:
         solver.pop("constraint_damping")
         solver.pop("contact_stiffness")      # inputs too (penalty models)
         solver.pop("contact_damping")
+        solver["velocity_damping"] = self.solver.velocity_damping > 0   # an input when present
         doc = {
             "dt": self.dt,
             "solver": solver,

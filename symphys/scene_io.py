@@ -36,6 +36,7 @@ _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "constraint_damping", "position_feedback",
                   "restitution_threshold", "friction_model", "gyroscopic",
                   "renormalisation_iterations", "contact_stiffness", "contact_damping",
+                  "velocity_damping",
                   "contact_smoothing"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
 _JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
@@ -275,6 +276,7 @@ def _read_solver(doc, source: str) -> SolverOptions:
         contact_stiffness=r.number("contact_stiffness", d.contact_stiffness, positive=True),
         contact_damping=r.number("contact_damping", d.contact_damping, nonneg=True),
         contact_smoothing=r.number("contact_smoothing", d.contact_smoothing, positive=True),
+        velocity_damping=r.number("velocity_damping", d.velocity_damping, nonneg=True),
     )
 
 
@@ -565,6 +567,11 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
     contacts = _read_contacts(doc.get("contacts", "auto"), source, bodies,
                               ground is not None, joints)
     _check_penalty_fields(solver, ground, bodies, source)
+    if solver.velocity_damping * dt >= 1.0:
+        raise SceneError(f"velocity_damping {solver.velocity_damping} (1/s) times dt {dt} is "
+                         f"{solver.velocity_damping * dt:g}; it must be below 1 (each step "
+                         f"scales velocities by 1 - damping * dt)", source=source,
+                         item="solver", field="velocity_damping")
     return Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
                  bodies=bodies, contacts=contacts, joints=joints, motors=motors,
                  sensors=sensors, source=source, raw=raw)

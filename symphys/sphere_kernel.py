@@ -81,6 +81,9 @@ def check_scene(scene: Scene) -> None:
     if scene.solver.penalty:
         raise SceneError(f"contact model '{scene.solver.model.value}' {why}; it runs the "
                          f"impulse solver", source=src, item="solver", field="model")
+    if scene.solver.velocity_damping > 0:
+        raise SceneError(f"velocity damping {why}", source=src, item="solver",
+                         field="velocity_damping")
     if scene.joints:
         j = scene.joints[0]
         raise SceneError(f"{j.type.value} joint {why}; it simulates free spheres only",

@@ -54,12 +54,15 @@ class StepModel:
 
 
 def apply_forces(model: StepModel, state: State) -> tuple[Vec3, Vec3]:
-    """Velocities after gravity and (optionally) the gyroscopic torque."""
+    """Velocities after the drag, gravity and (optionally) the gyroscopic
+    torque."""
     dt = model.scene.dt
     g = model.world.gravity
-    v = Vec3(state.velocity.x + dt * g.x, state.velocity.y + dt * g.y,
-             state.velocity.z + dt * g.z)
-    w = state.angular_velocity
+    v, w = state.velocity, state.angular_velocity
+    if model.world.velocity_damping is not None:
+        keep = 1.0 - model.world.velocity_damping * dt
+        v, w = v.scale(keep), w.scale(keep)
+    v = Vec3(v.x + dt * g.x, v.y + dt * g.y, v.z + dt * g.z)
     # w x (I w) vanishes for isotropic bodies (spheres): skip it when all are.
     isotropic = bool(model.bodies.isotropic) and all(model.bodies.isotropic)
     if model.scene.solver.gyroscopic and not isotropic:

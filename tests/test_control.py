@@ -96,6 +96,21 @@ def test_nn_forward_matches_numpy():
     np.testing.assert_allclose(out.eval(), np.array([[1.0, 0.0]]) @ p["open.w"].data)
 
 
+def test_schedule_picks_each_steps_row():
+    """nn.Schedule: the command at time k dt is row k of the table, per
+    world with a (P, T, M) table; past the table it is 0."""
+    schedule = nn.Schedule(2, steps=4, dt=0.01)
+    table = np.arange(8.0).reshape(4, 2)
+    time = pt.constant(np.array([[0.0], [0.02], [0.03], [0.05]]))
+    out, carry = schedule.apply({"schedule.u": pt.constant(table)}, None, [], time)
+    np.testing.assert_array_equal(out.eval(), np.vstack([table[[0, 2, 3]], [0.0, 0.0]]))
+    tables = np.stack([table, -table])
+    out, _ = schedule.apply({"schedule.u": pt.constant(tables)}, None, [],
+                            pt.constant(np.array([[0.01], [0.01]])))
+    np.testing.assert_array_equal(out.eval(), [table[1], -table[1]])
+    assert carry == [] and schedule.init()["schedule.u"].shape == (4, 2)
+
+
 @pytest.fixture(scope="module")
 def closed_loop():
     """Compiled (task, anchor, *weights) -> [loss, d anchor, *d weights] of

@@ -302,3 +302,24 @@ def test_target_distance_sensor_reads_three_task_inputs():
              .motor("m", joint="j")
              .sensor("target_distance", body="t").sensor("target", size=2).build())
     assert scene.n_observations == 1 + 2 and scene.n_targets == 3 + 2
+
+
+@pytest.mark.parametrize("damping,words", [(-1.0, "must be >= 0"), (100.0, "below 1"),
+                                           (150.0, "below 1")])
+def test_velocity_damping_out_of_range(tmp_path, damping, words):
+    """A negative drag, or one that would reverse velocities in a step
+    (λ dt >= 1, here dt = 0.01), is refused naming the solver field."""
+    doc = _doc()
+    doc["solver"] = {"velocity_damping": damping}
+    msg = _error(tmp_path, doc)
+    assert "solver" in msg and "field 'velocity_damping'" in msg and words in msg
+
+
+def test_velocity_damping_is_a_parameter_only_when_present():
+    builder = lambda d: (sp.SceneBuilder("d", dt=0.01, velocity_damping=d)
+                         .sphere("b", radius=0.1, mass=1.0, position=[0, 0, 1]).build())
+    assert "solver.velocity_damping" not in builder(0.0).parameters()
+    assert builder(2.0).parameters()["solver.velocity_damping"] == 2.0
+    # Its value is an input: two drags share one graph; none is another.
+    assert builder(2.0).structure_key() == builder(3.0).structure_key()
+    assert builder(2.0).structure_key() != builder(0.0).structure_key()

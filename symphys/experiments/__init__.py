@@ -20,6 +20,7 @@ EXPERIMENTS = {
     "suh-heaviside": "symphys.experiments.suh_heaviside",
     "suh-ball-wall": "symphys.experiments.suh_ball_wall",
     "suh-pivot": "symphys.experiments.suh_pivot",
+    "suh-pushing": "symphys.experiments.suh_pushing",
 }
 
 

@@ -122,7 +122,7 @@ def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show):
         "CMA_diagonal": True, "seed": seed + 1, "maxfevals": budget, "verbose": -9})
     start = time.perf_counter()
     fn = closed_loop_function(scene, steps, ctrl, population_loss, backend=backend,
-                              population=es.popsize)
+                              population=es.popsize, gradient=False)
     task = np.repeat(TARGET[None], es.popsize, axis=0)
 
     def evaluate(xs):
