@@ -19,6 +19,7 @@ EXPERIMENTS = {
     "quadruped-speed": "symphys.experiments.quadruped_speed",
     "suh-heaviside": "symphys.experiments.suh_heaviside",
     "suh-ball-wall": "symphys.experiments.suh_ball_wall",
+    "suh-double-pendulum": "symphys.experiments.suh_double_pendulum",
     "suh-pivot": "symphys.experiments.suh_pivot",
     "suh-pushing": "symphys.experiments.suh_pushing",
 }
