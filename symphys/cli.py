@@ -107,6 +107,15 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _cmd_figure(args) -> int:
+    from symphys.experiments import suh_figure
+
+    drawn, missing = suh_figure.combined(args.dir, args.out)
+    print(f"wrote {args.out}: {len(drawn)} panels"
+          + (f"; no results yet for {', '.join(missing)}" if missing else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="symphys", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="save the run here after every evaluation and resume "
                    "from it when it exists (quadruped-gait, quadruped-speed)")
     p.set_defaults(func=_cmd_experiment)
+
+    p = sub.add_parser("figure", help="one figure of the experiments' JSON results")
+    p.add_argument("which", choices=["suh"], help="suh: the Suh et al. experiments (B)")
+    p.add_argument("--dir", default="docs", help="folder of the suh-*.json files")
+    p.add_argument("--out", default="docs/suh-combined.png")
+    p.set_defaults(func=_cmd_figure)
 
     p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")
     p.add_argument("--json", default="results/bench.json")

@@ -274,33 +274,9 @@ def test_double_pendulum_state_map_jacobian():
     np.testing.assert_allclose(p[9:12], [0.0, 0.0, 5.0], atol=1e-12)      # v1 = q̇1 l, upwards
 
 
-def _point_mass_double_pendulum(state, seconds, g=9.81, n=20000):
-    """RK4 of the equal-mass, unit-length point-mass double pendulum in
-    absolute angles; returns bob 2's height after `seconds`."""
-    def rates(y):
-        a1, a2, w1, w2 = y
-        d = a2 - a1
-        den = 2.0 - np.cos(d) ** 2
-        dw1 = (w1 ** 2 * np.sin(d) * np.cos(d) + g * np.sin(a2) * np.cos(d)
-               + w2 ** 2 * np.sin(d) - 2 * g * np.sin(a1)) / den
-        dw2 = (-w2 ** 2 * np.sin(d) * np.cos(d)
-               + 2 * (g * np.sin(a1) * np.cos(d) - w1 ** 2 * np.sin(d) - g * np.sin(a2))) / den
-        return np.array([w1, w2, dw1, dw2])
-
-    q1, q2, r1, r2 = state
-    y, h = np.array([q1, q1 + q2, r1, r1 + r2]), seconds / n
-    for _ in range(n):
-        k1 = rates(y)
-        k2 = rates(y + 0.5 * h * k1)
-        k3 = rates(y + 0.5 * h * k2)
-        k4 = rates(y + h * k3)
-        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-    return -np.cos(y[0]) - np.cos(y[1])
-
-
-def test_double_pendulum_follows_the_point_mass_equations():
+def test_double_pendulum_follows_its_equations_of_motion():
     """B6's hinged bobs in the 3D engine: bob 2's height after 50 ms from
-    s0 and perturbed states matches the point-mass double pendulum (RK4);
+    s0 and perturbed states matches the double pendulum's equations (RK4);
     the gradient with respect to the joint state matches central
     differences of the engine itself (rows of the same batched call)."""
     from symphys.experiments import suh_double_pendulum as m
@@ -315,7 +291,21 @@ def test_double_pendulum_follows_the_point_mass_equations():
     values, grads = evaluate(states)
     seconds = horizons[0] * m.DT
     for i in range(5):
-        assert values[i] == pytest.approx(_point_mass_double_pendulum(states[i], seconds),
-                                          abs=2e-3)
+        assert values[i] == pytest.approx(m.reference_height(states[i], seconds), abs=2e-3)
     fd = (values[5:9] - values[9:13]) / (2 * h)
     np.testing.assert_allclose(grads[0], fd, rtol=1e-5, atol=1e-7)
+
+
+def test_combined_figure_from_the_committed_results(tmp_path, capsys):
+    """`symphys figure suh` draws a panel per experiment JSON in docs/ and
+    names those without one; an empty folder is a clear error."""
+    from pathlib import Path
+
+    from symphys.cli import main
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    out = tmp_path / "suh.png"
+    assert main(["figure", "suh", "--dir", str(docs), "--out", str(out)]) == 0
+    assert out.stat().st_size > 20_000 and "panels" in capsys.readouterr().out
+    assert main(["figure", "suh", "--dir", str(tmp_path), "--out", str(out)]) == 2
+    assert "no suh-*.json results" in capsys.readouterr().err
