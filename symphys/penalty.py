@@ -15,7 +15,11 @@ smooth in the positions. A body at rest sinks by m g / k.
 
 Friction is Coulomb's, on the two tangent directions at once: the impulse
 that would stop the sliding (m_eff v_t per direction), scaled down to the
-cone μ f_n dt when it is larger. The bounce comes from the damping alone:
+cone μ f_n dt when it is larger. With a stiction velocity v_s
+(`SolverOptions.stiction_velocity` > 0) the cone shrinks to
+μ f_n dt min(|v_t| / v_s, 1): friction rises linearly with the slip speed
+up to v_s (regularised Coulomb friction; the stopping impulse still caps
+it, so it never reverses the slip within a step). The bounce comes from the damping alone:
 restitution and the time-of-impact correction belong to the impulse model.
 """
 
@@ -65,6 +69,11 @@ def apply_contact(block: ContactBlock, geom: ContactGeometry, mob: Mobility, V, 
     stop = [-row.m_eff * row.velocity(V) for row in rows]       # impulses that stop sliding
     size = safe_norm(Vec3(stop[0], stop[1], pt.constant(0.0)))
     limit = geom.friction * force * dt
+    if options.stiction_velocity > 0:
+        # The slip speed at the start of the step, like the normal force's.
+        slip = safe_norm(Vec3(rows[0].velocity(V_start), rows[1].velocity(V_start),
+                              pt.constant(0.0)))
+        limit = limit * pt.minimum(slip / options.stiction_velocity, 1.0)
     scale = pt.switch(size > limit, safe_div(limit, size), 1.0)
     V = normal.apply(V, force * dt)
     for row, impulse in zip(rows, stop):

@@ -89,6 +89,10 @@ class SolverOptions:
     contact_stiffness, contact_damping: k (N/m) and c (N s/m) of the
       penalty and smooth contact models (parameters `solver.contact_*`);
     contact_smoothing: the smooth model's length scale s (m).
+    stiction_velocity: penalty models only: friction grows linearly with the
+      slip speed up to μ f_n at this speed v_s (m/s; regularised Coulomb
+      friction, as in Drake); 0: the impulse that stops the slip, capped to
+      the cone (sticking).
     velocity_damping: a drag λ (1/s) on every body: each step scales its
       linear and angular velocity by (1 − λ dt) before forces act (Bullet's
       linear and angular damping; Suh et al.'s v+ = c v + h F / m with
@@ -108,6 +112,7 @@ class SolverOptions:
     contact_stiffness: float = 1e4
     contact_damping: float = 100.0
     contact_smoothing: float = 1e-3
+    stiction_velocity: float = 0.0
     velocity_damping: float = 0.0
 
     @property

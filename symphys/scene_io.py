@@ -36,7 +36,7 @@ _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "constraint_damping", "position_feedback",
                   "restitution_threshold", "friction_model", "gyroscopic",
                   "renormalisation_iterations", "contact_stiffness", "contact_damping",
-                  "velocity_damping",
+                  "velocity_damping", "stiction_velocity",
                   "contact_smoothing"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
 _JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
@@ -277,6 +277,7 @@ def _read_solver(doc, source: str) -> SolverOptions:
         contact_damping=r.number("contact_damping", d.contact_damping, nonneg=True),
         contact_smoothing=r.number("contact_smoothing", d.contact_smoothing, positive=True),
         velocity_damping=r.number("velocity_damping", d.velocity_damping, nonneg=True),
+        stiction_velocity=r.number("stiction_velocity", d.stiction_velocity, nonneg=True),
     )
 
 
@@ -581,6 +582,11 @@ def _check_penalty_fields(solver: SolverOptions, ground, bodies, source: str) ->
     """Spring-damper contacts have no rolling-resistance rows: refuse a
     rolling friction they would ignore, naming where it is set."""
     if not solver.penalty:
+        if solver.stiction_velocity > 0:
+            raise SceneError(f"stiction_velocity applies to the 'penalty' and 'smooth' contact "
+                             f"models; the '{solver.model.value}' solver's friction rows "
+                             f"stick exactly: set it to 0 or choose a penalty model",
+                             source=source, item="solver", field="stiction_velocity")
         return
     places = [("ground", ground.rolling_friction)] if ground is not None else []
     places += [(f"body '{b.name}'", b.rolling_friction) for b in bodies]

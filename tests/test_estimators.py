@@ -214,6 +214,30 @@ def test_pushing_scene_is_the_papers_spring_model(k, c):
         assert grads[3, t] == pytest.approx(fd, rel=1e-5, abs=1e-6 * abs(grads[3]).max())
 
 
+def test_friction_scene_is_the_papers_model_while_the_block_is_on_the_cart():
+    """B5 in the 3D engine (penalty contact with regularised friction, the
+    block on a rail at the depth where k d = m g): while the block is on
+    the cart the positions equal the paper's update to 1e-12; it slides off
+    within two steps of the paper's model and keeps its speed."""
+    from symphys.experiments import suh_friction as m
+
+    positions = m.positions_function()
+    us = np.zeros((1 + 2 * m.OPTIONS.samples, m.STEPS))
+    us[0], us[1] = 0.1, 1.0                  # a gentle push (stays on), a hard one (slides off)
+    us[2] = np.linspace(1.0, -1.0, m.STEPS)
+    x = positions(us)
+    np.testing.assert_allclose(x[0], m.reference_positions(us[0]), atol=1e-12)
+    for i in (1, 2):
+        ref = m.reference_positions(us[i])
+        ours_off = np.argmax(np.abs(x[i, :, 1] - x[i, :, 0]) >= m.CART_HALF_LENGTH)
+        ref_off = np.argmax(np.abs(ref[:, 1] - ref[:, 0]) >= m.CART_HALF_LENGTH)
+        assert ref_off > 0 and abs(ours_off - ref_off) <= 2
+        np.testing.assert_allclose(x[i, :ref_off - 1], ref[:ref_off - 1], atol=1e-12)
+        np.testing.assert_allclose(x[i, -1], ref[-1], atol=0.02)
+        speed = np.diff(x[i, -50:, 1]) / m.H          # off the cart: constant speed
+        assert np.ptp(speed) < 1e-9
+
+
 @pytest.mark.parametrize("estimator", ["first", "zeroth", "alpha"])
 def test_optimisers_take_an_estimator(estimator):
     """B3's settings (N = 50, σ = 0.02, step 0.01, 500 iterations from 0.1,

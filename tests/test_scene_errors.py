@@ -323,3 +323,12 @@ def test_velocity_damping_is_a_parameter_only_when_present():
     # Its value is an input: two drags share one graph; none is another.
     assert builder(2.0).structure_key() == builder(3.0).structure_key()
     assert builder(2.0).structure_key() != builder(0.0).structure_key()
+
+
+def test_stiction_velocity_needs_a_penalty_model(tmp_path):
+    doc = _doc()
+    doc["solver"] = {"stiction_velocity": 0.1}
+    msg = _error(tmp_path, doc)
+    assert "field 'stiction_velocity'" in msg and "penalty" in msg
+    doc["solver"]["model"] = "penalty"
+    assert sp.scene_from_dict(doc).solver.stiction_velocity == 0.1

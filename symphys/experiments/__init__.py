@@ -20,6 +20,7 @@ EXPERIMENTS = {
     "suh-heaviside": "symphys.experiments.suh_heaviside",
     "suh-ball-wall": "symphys.experiments.suh_ball_wall",
     "suh-double-pendulum": "symphys.experiments.suh_double_pendulum",
+    "suh-friction": "symphys.experiments.suh_friction",
     "suh-pivot": "symphys.experiments.suh_pivot",
     "suh-pushing": "symphys.experiments.suh_pushing",
 }

@@ -60,6 +60,15 @@ def _pushing(ax, doc):
     ax.set_title("B4 pushing, k = 1000: cost")
 
 
+def _friction(ax, doc):
+    for e, colour in COLOURS.items():
+        ax.plot(doc["series"][f"cost_{e}"], color=colour, label=e)
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("cost")
+    ax.set_title("B5 friction: cost")
+
+
 def _variance(ax, doc, x, xlabel, title):
     s = doc["series"]
     ax.loglog(s[x], s["variance_first"], "o-", color=COLOURS["first"], label="first")
@@ -76,6 +85,7 @@ PANELS = {
     "suh-pushing": _pushing,
     "suh-pushing-variance": lambda ax, doc: _variance(ax, doc, "stiffness", "stiffness k",
                                                       "B4 variance against k"),
+    "suh-friction": _friction,
     "suh-double-pendulum": lambda ax, doc: _variance(ax, doc, "horizon_s", "horizon (s)",
                                                      "B6 variance against horizon"),
 }
