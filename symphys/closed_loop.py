@@ -133,3 +133,38 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
     fields = [dict(zip(names, outs[i * len(names):(i + 1) * len(names)]))
               for i in range(len(_FIELDS))]
     return Trajectory(np.arange(steps + 1) * scene.dt, *fields, batched=False)
+
+
+def command_objective(scene: Scene, steps: int, loss: Callable, rows: int, *,
+                      effort: float = 1.0, params: dict | None = None,
+                      backend: "str | Backend" = "jax"):
+    """A batch objective (`symphys.estimators`) of open-loop motor commands:
+
+        objective(us: (S, steps · M)) -> (costs (S,), gradients (S, steps · M))
+
+    with S = `rows` worlds of one compiled call; world s runs the command
+    table us[s] reshaped (steps, M) (`nn.Schedule`), and its cost is
+    loss(trajectory, task)[s] + effort · Σ us[s]². `params`: scene
+    parameters held at these values in every world; they are inputs of the
+    compiled function, so objectives that differ only in them share it."""
+    from symphys.nn import Schedule
+
+    motors = len(scene.motors)
+    params = dict(params or {})
+    fn = closed_loop_function(scene, steps, Schedule(motors, steps, scene.dt, prefix="command"),
+                              loss, backend=backend, population=rows,
+                              wrt_params=tuple(params))
+    task = np.zeros((rows, scene.n_targets))
+    values = [np.asarray(v, dtype=np.float64) for v in params.values()]
+
+    def objective(us):
+        us = np.asarray(us, dtype=np.float64)
+        if us.shape != (rows, steps * motors):
+            raise ParameterError(f"{scene.source}: the command objective takes ({rows}, "
+                                 f"{steps * motors}) commands, got {us.shape}")
+        out = fn(task, us.reshape(rows, steps, motors), *values)
+        return (np.asarray(out[0]) + effort * np.sum(us ** 2, axis=1),
+                np.reshape(out[1], (rows, -1)) + 2.0 * effort * us)
+
+    objective.dim = steps * motors
+    return objective

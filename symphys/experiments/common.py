@@ -130,3 +130,14 @@ def load_checkpoint(path: str | Path, config: dict) -> dict | None:
                 f"{path}: field '{key}' is {doc['config'].get(key)!r} in the checkpoint but "
                 f"{config.get(key)!r} in this run; delete the file or rerun with the same options")
     return doc["state"]
+
+
+def draw_paths(ax, series: dict, estimators, ylabel: str, title: str) -> None:
+    """Each estimator's descent path `series["path_<e>"]` against the
+    iteration, coloured C1, C2, C3 in `estimators` order."""
+    for i, e in enumerate(estimators):
+        ax.plot(series["path_" + e], label=f"{e}-order", color=f"C{i + 1}")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.set_title(title)

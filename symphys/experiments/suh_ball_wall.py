@@ -24,7 +24,8 @@ import numpy as np
 import symphys as sp
 from symphys.api import batch_objective
 from symphys.estimators import EstimatorOptions, reparameterised
-from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
+from symphys.experiments.common import (ExperimentResult, draw_paths, progress, pyplot, table,
+                                        verdict)
 from symphys.optim import SGD
 
 NAME = "suh-ball-wall"
@@ -34,7 +35,7 @@ RADIUS = 0.001
 DT, STEPS = 0.001, 300          # 0.3 s: the longest flight (θ = 1.3) is 0.19 s
 THETA0, ITERATIONS, RATE = 0.1, 1000, 0.1
 # Quick: start inside the flat region, where the estimators part ways.
-THETA0_QUICK, QUICK_ITERATIONS = 0.6, 150
+THETA0_QUICK, QUICK_ITERATIONS = 0.5, 200
 OPTIONS = EstimatorOptions(sigma=0.1, samples=50, gamma=0.01, bound=1.0)
 ESTIMATORS = ("first", "zeroth", "alpha")
 PAPER = {"first": 0.495, "zeroth": (0.833, 0.835), "alpha": (0.833, 0.835)}
@@ -153,12 +154,8 @@ def plot(result: ExperimentResult, path: str) -> None:
     ax1.set_ylabel("x_final (m)")
     ax1.legend(fontsize=8)
     ax1.set_title("ball and wall: where the ball comes to rest")
-    for e in ESTIMATORS:
-        ax2.plot(s["path_" + e], label=f"{e}-order", color=f"C{ESTIMATORS.index(e) + 1}")
-    ax2.set_xlabel("iteration")
-    ax2.set_ylabel("θ (rad)")
-    ax2.legend(fontsize=8)
-    ax2.set_title(f"descent from θ0 = {result.metrics['theta0']} (seed {result.seed})")
+    draw_paths(ax2, s, ESTIMATORS, "θ (rad)",
+               f"descent from θ0 = {result.metrics['theta0']} (seed {result.seed})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

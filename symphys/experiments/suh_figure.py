@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from symphys.errors import SymphysError
-from symphys.experiments.common import pyplot
+from symphys.experiments.common import draw_paths, pyplot
 
 COLOURS = {"first": "C1", "zeroth": "C2", "alpha": "C3"}
 
@@ -29,25 +29,14 @@ def _heaviside(ax, doc):
     ax.set_title("B1 Heaviside: gradient estimates")
 
 
-def _paths(ax, doc, key, label):
-    for e, colour in COLOURS.items():
-        if f"path_{e}" in doc["series"]:
-            ax.plot(doc["series"][f"path_{e}"], color=colour, label=e)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel(label)
-    return ax
-
-
 def _ball_wall(ax, doc):
-    _paths(ax, doc, "path", "throw angle θ (rad)")
     ax.axhline(doc["metrics"]["clears_wall_from"], color="grey", ls=":", lw=1)
-    ax.set_title("B2 ball and wall: θ")
+    draw_paths(ax, doc["series"], COLOURS, "throw angle θ (rad)", "B2 ball and wall: θ")
 
 
 def _pivot(ax, doc):
-    _paths(ax, doc, "path", "θ (rad)")
     ax.axhline(np.pi / 4, color="grey", ls=":", lw=1)
-    ax.set_title("B3 pivot: θ (cliff at π/4)")
+    draw_paths(ax, doc["series"], COLOURS, "θ (rad)", "B3 pivot: θ (cliff at π/4)")
 
 
 def _pushing(ax, doc):

@@ -28,7 +28,7 @@ import pytensor.tensor as pt
 
 import symphys as sp
 from symphys import nn
-from symphys.closed_loop import closed_loop_function
+from symphys.closed_loop import closed_loop_function, command_objective
 from symphys.estimators import EstimatorOptions
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.optim import SGD
@@ -98,25 +98,14 @@ def reference_positions(u) -> np.ndarray:
 def friction_objective(backend: str = "jax"):
     """Batch objective of the commands: us (S, T) -> (costs (S,), gradients
     (S, T)), S = 1 + 2N worlds of one compiled call."""
-    rows = 1 + 2 * OPTIONS.samples
-    controller = nn.Schedule(1, STEPS, H, prefix="push")
-    fn = closed_loop_function(scene(), STEPS, controller, state_cost, backend=backend,
-                              population=rows)
-    task = np.zeros((rows, 0))
-
-    def objective(us):
-        us = np.asarray(us, dtype=np.float64)
-        values, grads = fn(task, us[:, :, None])[:2]
-        return values + np.sum(us ** 2, axis=1), grads[:, :, 0] + 2.0 * us
-
-    objective.dim = STEPS
-    return objective
+    return command_objective(scene(), STEPS, state_cost, 1 + 2 * OPTIONS.samples,
+                             backend=backend)
 
 
 def positions_function(backend: str = "jax"):
     """f(us (S, T)) -> x of cart and block (S, T + 1, 2), for plots and tests."""
     rows = 1 + 2 * OPTIONS.samples
-    controller = nn.Schedule(1, STEPS, H, prefix="push")
+    controller = nn.Schedule(1, STEPS, H, prefix="command")
     fn = closed_loop_function(scene(), STEPS, controller, block_position, backend=backend,
                               population=rows, gradient=False)
     task = np.zeros((rows, 0))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from symphys.estimators import EstimatorOptions
-from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
+from symphys.experiments.common import (ExperimentResult, draw_paths, progress, pyplot, table,
+                                        verdict)
 from symphys.optim import SGD
 
 NAME = "suh-pivot"
@@ -89,13 +90,9 @@ def plot(result: ExperimentResult, path: str) -> None:
     ax1.set_ylabel("cost V(θ)")
     ax1.legend(fontsize=8)
     ax1.set_title("pivot: cost and where each estimator ends")
-    for e in ESTIMATORS:
-        ax2.plot(result.series["path_" + e], label=f"{e}-order")
     ax2.axhline(CLIFF, color="grey", ls=":", label="cliff")
-    ax2.set_xlabel("iteration")
-    ax2.set_ylabel("θ (rad)")
-    ax2.legend(fontsize=8)
-    ax2.set_title(f"descent from θ0 = {THETA0} (seed {result.seed})")
+    draw_paths(ax2, result.series, ESTIMATORS, "θ (rad)",
+               f"descent from θ0 = {THETA0} (seed {result.seed})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

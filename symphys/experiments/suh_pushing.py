@@ -25,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 import symphys as sp
-from symphys import nn
-from symphys.closed_loop import closed_loop_function
+from symphys.closed_loop import command_objective
 from symphys.estimators import EstimatorOptions, estimate
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.optim import SGD
@@ -86,21 +85,10 @@ def reference_cost(u, k: float, c: float) -> float:
 def pushing_objective(k: float, c: float, backend: str = "jax"):
     """Batch objective of the commands: us (S, T) -> (costs (S,), gradients
     (S, T)), S = 1 + 2N worlds of one compiled call."""
-    rows = 1 + 2 * OPTIONS.samples
-    controller = nn.Schedule(1, STEPS, H, prefix="push")
-    fn = closed_loop_function(scene(), STEPS, controller, state_cost, backend=backend,
-                              population=rows,
-                              wrt_params=("solver.contact_stiffness", "solver.velocity_damping"))
-    task = np.zeros((rows, 0))
-    drag = (1.0 - c) / H
-
-    def objective(us):
-        us = np.asarray(us, dtype=np.float64)
-        values, grads = fn(task, us[:, :, None], np.float64(k), np.float64(drag))[:2]
-        return values + np.sum(us ** 2, axis=1), grads[:, :, 0] + 2.0 * us
-
-    objective.dim = STEPS
-    return objective
+    return command_objective(scene(), STEPS, state_cost, 1 + 2 * OPTIONS.samples,
+                             params={"solver.contact_stiffness": k,
+                                     "solver.velocity_damping": (1.0 - c) / H},
+                             backend=backend)
 
 
 def _final_cost(objective, u) -> float:
