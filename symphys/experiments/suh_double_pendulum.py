@@ -41,7 +41,7 @@ S0 = np.array([np.pi / 2, 0.0, 5.0, -5.0])
 SIGMA = 0.5
 HORIZONS = (50, 100, 200, 400, 800, 1600, 3200)    # steps of 1 ms
 SAMPLES = 100
-HORIZONS_QUICK, SAMPLES_QUICK = (50, 1600), 10
+HORIZONS_QUICK, SAMPLES_QUICK = (50, 1600), 12
 PAPER = {"result": "first-order variance overtakes zeroth-order as the horizon grows"}
 # The parameters s0 sets, in the order `initial_state` packs them.
 WRT = ("bob1.position", "bob2.position", "elbow.anchor", "bob1.velocity", "bob2.velocity",
