@@ -19,8 +19,9 @@ cone μ f_n dt when it is larger. With a stiction velocity v_s
 (`SolverOptions.stiction_velocity` > 0) the cone shrinks to
 μ f_n dt min(|v_t| / v_s, 1): friction rises linearly with the slip speed
 up to v_s (regularised Coulomb friction; the stopping impulse still caps
-it, so it never reverses the slip within a step). The bounce comes from the damping alone:
-restitution and the time-of-impact correction belong to the impulse model.
+it, so it never reverses the slip within a step). The bounce comes from
+the damping alone: restitution and the time-of-impact correction belong
+to the impulse model.
 """
 
 from __future__ import annotations

@@ -210,7 +210,8 @@ def test_pushing_scene_is_the_papers_spring_model(k, c):
     for t in (0, 60, 199):
         step = np.zeros(m.STEPS)
         step[t] = h
-        fd = (m.reference_cost(us[3] + step, k, c) - m.reference_cost(us[3] - step, k, c)) / (2 * h)
+        fd = (m.reference_cost(us[3] + step, k, c)
+              - m.reference_cost(us[3] - step, k, c)) / (2 * h)
         assert grads[3, t] == pytest.approx(fd, rel=1e-5, abs=1e-6 * abs(grads[3]).max())
 
 
