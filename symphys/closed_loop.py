@@ -167,4 +167,5 @@ def command_objective(scene: Scene, steps: int, loss: Callable, rows: int, *,
                 np.reshape(out[1], (rows, -1)) + 2.0 * effort * us)
 
     objective.dim = steps * motors
+    objective.rows = rows
     return objective

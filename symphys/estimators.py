@@ -217,6 +217,24 @@ def reparameterised(objective: BatchObjective, params_of: Callable, jacobian_of:
     return wrapped
 
 
+def pad_rows(thetas, rows: int) -> np.ndarray:
+    """thetas (K, d) padded to (rows, d) with copies of the last vector,
+    for functions compiled for a fixed batch of `rows` >= K."""
+    thetas = np.atleast_2d(np.asarray(thetas, dtype=np.float64))
+    if rows < len(thetas):
+        raise ParameterError(f"{len(thetas)} vectors for a function of {rows} rows")
+    return np.concatenate([thetas, np.repeat(thetas[-1:], rows - len(thetas), axis=0)])
+
+
+def values_at(objective: BatchObjective, thetas) -> np.ndarray:
+    """V at each of thetas (K, d), no noise, in one call. An objective
+    compiled for a fixed batch says so in `objective.rows` (>= K): the
+    vectors are padded with copies of the last to fill it."""
+    thetas = np.atleast_2d(np.asarray(thetas, dtype=np.float64))
+    padded = pad_rows(thetas, getattr(objective, "rows", len(thetas)))
+    return _call(objective, padded, False)[0][:len(thetas)]
+
+
 def finite_difference(objective: BatchObjective, theta: np.ndarray, step: float) -> np.ndarray:
     """Central differences (d,) of V at θ: the 2d shifted vectors in one call."""
     theta = np.asarray(theta, dtype=np.float64)

@@ -7,7 +7,8 @@ import pytest
 
 from symphys.errors import ParameterError
 from symphys.estimators import (AlphaCase, EstimatorOptions, alpha_rule,
-                                bernstein_epsilon, estimate, reparameterised, sample_spread)
+                                bernstein_epsilon, estimate, reparameterised, sample_spread,
+                                values_at)
 from symphys.experiments.suh_heaviside import heaviside, smoothed_slope
 from symphys.experiments.suh_pivot import pivot
 
@@ -335,3 +336,20 @@ def test_combined_figure_from_the_committed_results(tmp_path, capsys):
     assert out.stat().st_size > 20_000 and "panels" in capsys.readouterr().out
     assert main(["figure", "suh", "--dir", str(tmp_path), "--out", str(out)]) == 2
     assert "no suh-*.json results" in capsys.readouterr().err
+
+
+def test_values_at_pads_a_fixed_batch():
+    """values_at evaluates K vectors in one call of an objective compiled
+    for `rows` worlds, padding with the last; too many vectors is an error."""
+    calls = []
+
+    def objective(thetas):
+        calls.append(len(thetas))
+        return quadratic(thetas)
+
+    objective.rows = 5
+    thetas = np.array([[0.1, 0.2, 0.3], [1.0, -1.0, 0.5]])
+    np.testing.assert_array_equal(values_at(objective, thetas), quadratic(thetas)[0])
+    assert calls == [5]
+    with pytest.raises(ParameterError, match="6 vectors for a function of 5 rows"):
+        values_at(objective, np.zeros((6, 3)))

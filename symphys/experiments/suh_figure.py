@@ -39,23 +39,14 @@ def _pivot(ax, doc):
     draw_paths(ax, doc["series"], COLOURS, "θ (rad)", "B3 pivot: θ (cliff at π/4)")
 
 
-def _pushing(ax, doc):
-    s = doc["series"]
+def _costs(ax, doc, prefix, title):
+    """Each estimator's cost per iteration, series `<prefix><e>`."""
     for e, colour in COLOURS.items():
-        ax.plot(s[f"cost_stiff_{e}"], color=colour, label=e)
+        ax.plot(doc["series"][prefix + e], color=colour, label=e)
     ax.set_yscale("log")
     ax.set_xlabel("iteration")
     ax.set_ylabel("cost")
-    ax.set_title("B4 pushing, k = 1000: cost")
-
-
-def _friction(ax, doc):
-    for e, colour in COLOURS.items():
-        ax.plot(doc["series"][f"cost_{e}"], color=colour, label=e)
-    ax.set_yscale("log")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("cost")
-    ax.set_title("B5 friction: cost")
+    ax.set_title(title)
 
 
 def _variance(ax, doc, x, xlabel, title):
@@ -71,10 +62,10 @@ PANELS = {
     "suh-heaviside": _heaviside,
     "suh-ball-wall": _ball_wall,
     "suh-pivot": _pivot,
-    "suh-pushing": _pushing,
+    "suh-pushing": lambda ax, doc: _costs(ax, doc, "cost_stiff_", "B4 pushing, k = 1000: cost"),
     "suh-pushing-variance": lambda ax, doc: _variance(ax, doc, "stiffness", "stiffness k",
                                                       "B4 variance against k"),
-    "suh-friction": _friction,
+    "suh-friction": lambda ax, doc: _costs(ax, doc, "cost_", "B5 friction: cost"),
     "suh-double-pendulum": lambda ax, doc: _variance(ax, doc, "horizon_s", "horizon (s)",
                                                      "B6 variance against horizon"),
 }

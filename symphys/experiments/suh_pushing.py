@@ -26,7 +26,7 @@ import numpy as np
 
 import symphys as sp
 from symphys.closed_loop import command_objective
-from symphys.estimators import EstimatorOptions, estimate
+from symphys.estimators import EstimatorOptions, estimate, values_at
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.optim import SGD
 
@@ -91,12 +91,6 @@ def pushing_objective(k: float, c: float, backend: str = "jax"):
                              backend=backend)
 
 
-def _final_cost(objective, u) -> float:
-    """Noise-free cost of commands u (T,) (row 0 of one call)."""
-    rows = np.repeat(np.asarray(u)[None], 1 + 2 * OPTIONS.samples, axis=0)
-    return float(objective(rows)[0][0])
-
-
 def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         show_progress: bool = True) -> ExperimentResult:
     iterations = QUICK_ITERATIONS if quick else ITERATIONS
@@ -108,7 +102,8 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
         descent = SGD(learning_rate=RATE).minimise(objective, u0, iterations, estimator,
                                                     OPTIONS, seed=seed)
         curves[f"{case}_{estimator}"] = descent.values.tolist()
-        finals.setdefault(case, {})[estimator] = _final_cost(objective, descent.thetas[-1])
+        finals.setdefault(case, {})[estimator] = float(values_at(objective,
+                                                                 descent.thetas[-1])[0])
         alphas[f"{case}_{estimator}"] = float(np.mean(descent.alphas))
         flagged[f"{case}_{estimator}"] = int(descent.flagged)
     # Variance of each estimator's samples at u0 against the stiffness.
@@ -129,8 +124,8 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax",
                "stiff_zeroth_wins": bool(stiff["zeroth"] < stiff["first"]),
                "alpha_tracks": bool(all(w <= ALPHA_WITHIN for w in within.values())),
                "first_variance_grows_with_k": grows,
-               "initial_cost": {case: _final_cost(pushing_objective(*CASES[case], backend), u0)
-                                for case in CASES},
+               "initial_cost": {case: float(values_at(pushing_objective(*CASES[case], backend),
+                                                      u0)[0]) for case in CASES},
                "iterations": iterations, "backend": backend}
     metrics["targets_met"] = bool(metrics["soft_first_wins"] and metrics["stiff_zeroth_wins"]
                                   and metrics["alpha_tracks"] and grows)
