@@ -48,22 +48,34 @@ def _weight_inputs(controller, population: int | None) -> dict:
 def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *,
                          backend: "str | Backend" = "jax", worlds: int = 1,
                          population: int | None = None, wrt_params: tuple[str, ...] = (),
+                         world_params: tuple[str, ...] = (), aux: Callable | None = None,
                          options: LoopOptions = LoopOptions(),
                          gradient: bool = True) -> Compiled:
-    """Compiled f(task, *weights[, *params]) -> [loss, *d weights, *d params]
-    (with `population`, the (P,) losses and the (P, ...) gradients of each
-    member's loss; with gradient=False, the loss alone, which may then be
-    any array, e.g. one value per world).
+    """Compiled f(task, *weights[, *params][, *world values]) ->
+    [loss, *d weights, *d params][, aux] (with `population`, the (P,) losses
+    and the (P, ...) gradients of each member's loss; with gradient=False,
+    the loss alone, which may then be any array, e.g. one value per world).
 
     worlds: rows of `task` simulated side by side (ignored with a
     population: one world per member). wrt_params: scene parameters (joint
     anchors, motor gains, sizes, contact stiffness) taken as extra inputs,
     shared by every world, and differentiated (with a population: the
-    gradient of the members' summed losses)."""
+    gradient of the members' summed losses). world_params: scene
+    parameters given per world, (rows, *shape) each (initial states drawn
+    per world, say), not differentiated. aux: a second function of
+    (trajectory, task), returned last and not differentiated (what a
+    score-function estimate needs from each rollout)."""
     backend = as_backend(backend)
     check_names(scene, wrt_params, "wrt_params")
+    check_names(scene, world_params, "world_params")
+    shared = set(wrt_params) & set(world_params)
+    if shared:
+        raise ParameterError(f"{scene.source}: {sorted(shared)} given both as wrt_params "
+                             f"and as world_params")
+    aux_key = None if aux is None else LossKey(aux)
     key = ("closed_loop", scene.structure_key(), steps, controller, LossKey(loss),
-           backend, worlds, population, tuple(wrt_params), options, gradient)
+           backend, worlds, population, tuple(wrt_params), options, gradient,
+           tuple(world_params), aux_key)
 
     def build():
         rows = population or worlds
@@ -72,13 +84,16 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
         shapes = scene.parameters()
         params = {n: pt.tensor(name=n, dtype="float64", shape=np.shape(shapes[n]))
                   for n in wrt_params}
-        traj = rollout(scene, steps, params=params, controller=controller,
+        per_world = {n: pt.tensor(name=n, dtype="float64", shape=(rows, *np.shape(shapes[n])))
+                     for n in world_params}
+        traj = rollout(scene, steps, params={**params, **per_world}, controller=controller,
                        controller_params=weights, task=task if scene.n_targets else None,
                        options=options)
         value = loss(traj, task)
-        inputs = [task, *weights.values(), *params.values()]
+        extra = [] if aux is None else [aux(traj, task)]
+        inputs = [task, *weights.values(), *params.values(), *per_world.values()]
         if not gradient:
-            return compile(inputs, value, backend)
+            return compile(inputs, [value, *extra] if extra else value, backend)
         if population is not None and value.ndim != 1:
             raise ParameterError(f"a population loss must return one value per member "
                                  f"(P,), got ndim={value.ndim}")
@@ -86,16 +101,20 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
         # holds each member's own gradient in its row.
         total = value.sum() if population is not None else value
         grads = pytensor.grad(total, [*weights.values(), *params.values()])
-        return compile(inputs, [value, *grads], backend)
+        return compile(inputs, [value, *grads, *extra], backend)
 
     def described():
         task = pt.tensor(name="task", dtype="float64",
                          shape=(population or worlds, scene.n_targets))
         # The rollout is per world when it has a (rows, n_targets) task (`rollout`).
         text = loss_text(scene, loss, bool(scene.n_targets), options.stride, extra=(task,))
-        return None if text is None else (
-            "closed_loop", scene.structure_key(), steps, repr(controller), text,
-            backend.value, worlds, population, tuple(wrt_params), repr(options), gradient)
+        aux_text = None if aux is None else loss_text(scene, aux, bool(scene.n_targets),
+                                                      options.stride, extra=(task,))
+        if text is None or (aux is not None and aux_text is None):
+            return None
+        return ("closed_loop", scene.structure_key(), steps, repr(controller), text,
+                backend.value, worlds, population, tuple(wrt_params), repr(options), gradient,
+                tuple(world_params), aux_text)
 
     return cached(key, build, backend, described)
 

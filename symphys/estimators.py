@@ -22,6 +22,12 @@ Estimators (`Estimator`):
   the zeroth-order mean (`alpha_rule`).
 - FINITE: central differences of V at θ itself (no noise), step h.
 
+A policy under Gaussian *action* noise (a noise table w (H, m) added to
+its action at every step, and an initial state drawn per rollout) is a
+`PolicyObjective` instead: its zeroth-order samples need the score
+Σ_h (∂π/∂θ)ᵀ w_h along each noisy rollout, which the objective returns
+beside the values (`estimate_policy`).
+
 Every noisy estimate also draws the other kind's samples (from an
 independent noise batch, in the same call) unless `diagnose=False` (or,
 for ZEROTH, the objective has no gradients), and
@@ -243,16 +249,100 @@ def finite_difference(objective: BatchObjective, theta: np.ndarray, step: float)
     return (values[:theta.size] - values[theta.size:]) / (2.0 * step)
 
 
-def estimate(objective: BatchObjective, theta, estimator: "str | Estimator" = Estimator.ALPHA,
+@dataclass(frozen=True)
+class PolicyObjective:
+    """The objective of a policy under Gaussian action noise:
+    F(θ) = E_{x0, w}[V(θ; x0, w)], w (H, m) added to the policy's action at
+    each of H steps, x0 an initial state drawn by `sample_starts`.
+
+    World s of a call runs from starts[s] (S, k) with noise table
+    noise[s] (S, H, m):
+    - gradients(θ (d,), noise, starts) -> (values (S,), ∇θ V (S, d)),
+      through the simulation;
+    - values(θ, noise, starts) -> (values (S,), scores (S, d)), the scores
+      Σ_h (∂π/∂θ at x_h)ᵀ w_h read off the same rollouts (for u = K x:
+      Σ_h w_h x_hᵀ), without a reverse pass;
+    - sample_starts(rng, n) -> (n, k)."""
+
+    gradients: Callable
+    values: Callable
+    sample_starts: Callable
+    noise_shape: tuple[int, int]
+    dim: int
+
+
+def in_chunks(call: Callable, chunk: int, *arrays) -> tuple:
+    """call(*arrays) for a function compiled for `chunk` rows: the arrays
+    (S, ...) go in slices of `chunk` rows, the last padded with copies of
+    its last row; each output is concatenated back to S rows."""
+    total = len(arrays[0])
+    outs = []
+    for lo in range(0, total, chunk):
+        part = [a[lo:lo + chunk] for a in arrays]
+        short = chunk - len(part[0])
+        if short:
+            part = [np.concatenate([a, np.repeat(a[-1:], short, axis=0)]) for a in part]
+        outs.append([np.asarray(o)[:chunk - short] for o in call(*part)])
+    return tuple(np.concatenate(o) for o in zip(*outs))
+
+
+def estimate_policy(objective: PolicyObjective, theta, estimator: Estimator,
+                    options: EstimatorOptions, rng: np.random.Generator) -> Estimate:
+    """∇F(θ) for a `PolicyObjective`: N noisy rollouts give the
+    first-order samples ∇V; N more (independent starts and noise) with
+    their N noise-free twins (same starts) give the zeroth-order samples
+    [V(w) − V(0)] · score / σ². Without `diagnose`, FIRST and ZEROTH draw
+    only their own (FIRST then runs N noise-free twins of its starts for
+    the value). `value` is the mean noise-free V over N drawn starts."""
+    if estimator is Estimator.FINITE:
+        raise ParameterError("finite differences need a deterministic objective; a policy "
+                             "objective averages over drawn initial states")
+    n, sigma = options.samples, options.sigma
+    shape = (n, *objective.noise_shape)
+    want_first = estimator is not Estimator.ZEROTH or options.diagnose
+    want_zeroth = estimator is not Estimator.FIRST or options.diagnose
+    first = zeroth = None
+    if want_first:
+        starts = objective.sample_starts(rng, n)
+        values, grads = objective.gradients(theta, rng.normal(0.0, sigma, shape), starts)
+        _check_finite_rollouts(values)
+        first = np.asarray(grads, dtype=np.float64)
+        if not want_zeroth:
+            base, _ = objective.values(theta, np.zeros(shape), starts)
+    if want_zeroth:
+        starts = objective.sample_starts(rng, n)
+        noise = np.concatenate([rng.normal(0.0, sigma, shape), np.zeros(shape)])
+        values, scores = objective.values(theta, noise, np.concatenate([starts, starts]))
+        _check_finite_rollouts(values)
+        base = values[n:]
+        zeroth = ((values[:n] - base)[:, None] * np.asarray(scores, dtype=np.float64)[:n]
+                  / sigma ** 2)
+    _check_finite_rollouts(base)
+    return _assemble(estimator, float(np.mean(base)), first, zeroth, options)
+
+
+def _check_finite_rollouts(values) -> None:
+    bad = ~np.isfinite(np.asarray(values, dtype=np.float64))
+    if bad.any():
+        raise ParameterError(f"the policy objective returned non-finite values in "
+                             f"{int(bad.sum())} of {bad.size} rollouts")
+
+
+def estimate(objective: "BatchObjective | PolicyObjective", theta,
+             estimator: "str | Estimator" = Estimator.ALPHA,
              options: EstimatorOptions = EstimatorOptions(),
              rng: np.random.Generator | None = None) -> Estimate:
     """Estimate ∇F(θ) (θ: (d,)) with `estimator`; one call of `objective`
     on a batch of 1 + 2N vectors (N + 1 or N without `diagnose`; 2d for
-    FINITE)."""
+    FINITE), or for a `PolicyObjective` of N + 2N rollouts
+    (`estimate_policy`)."""
     estimator = as_estimator(estimator)
     theta = np.asarray(theta, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(theta)):
         raise ParameterError("theta contains NaN or inf")
+    if isinstance(objective, PolicyObjective):
+        return estimate_policy(objective, theta, estimator, options,
+                               np.random.default_rng() if rng is None else rng)
     if estimator is Estimator.FINITE:
         return Estimate(finite_difference(objective, theta, options.step), estimator)
     rng = np.random.default_rng() if rng is None else rng

@@ -120,24 +120,12 @@ def motor_blocks(scene: Scene) -> list[MotorBlock]:
                        _parents(blk), k[3]) for k, blk in groups]
 
 
-def jointed_groups(scene: Scene) -> list[tuple[int, ...]]:
-    """Sets of two or more bodies connected by joints (world links ignored)."""
-    parent = list(range(len(scene.bodies)))
-
-    def root(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+def articulated_bodies(scene: Scene) -> tuple[int, ...]:
+    """Indices of the bodies held by a joint (to another body or the world)."""
     index = {b.name: i for i, b in enumerate(scene.bodies)}
-    for j in scene.joints:
-        if j.parent != WORLD:
-            parent[root(index[j.child])] = root(index[j.parent])
-    groups: dict = {}
-    for i in range(len(scene.bodies)):
-        groups.setdefault(root(i), []).append(i)
-    return [tuple(g) for g in groups.values() if len(g) > 1]
+    held = {index[j.child] for j in scene.joints}
+    held |= {index[j.parent] for j in scene.joints if j.parent != WORLD}
+    return tuple(sorted(held))
 
 
 # -- per-joint arrays ---------------------------------------------------------

@@ -263,7 +263,45 @@ class Schedule:
         return ()
 
     def apply(self, params, observation, carry, time):
-        # One-hot of this step's row, (B, steps): differentiable in the table.
-        rows = np.arange(self.steps) * self.dt
-        pick = pt.cast(pt.abs(time - rows[None, :]) < 0.5 * self.dt, "float64")
-        return _matmul(pick, params[f"{self.prefix}.u"]), carry
+        return _step_row(params[f"{self.prefix}.u"], time, self.steps, self.dt), carry
+
+
+def _step_row(table, time, steps: int, dt: float):
+    """Row k of `table` (steps, n) or (B, steps, n) at time (B, 1) = k dt,
+    (B, n); 0 past the last row."""
+    # One-hot of this step's row, (B, steps): differentiable in the table.
+    rows = np.arange(steps) * dt
+    pick = pt.cast(pt.abs(time - rows[None, :]) < 0.5 * dt, "float64")
+    return _matmul(pick, table)
+
+
+@dataclass(frozen=True)
+class ActionNoise:
+    """`inner`'s action plus a per-step noise table: action at step k =
+    inner(observation) + row k of `prefix.w` (steps, inner.n_out). The
+    table is an input like any weight, so a population rollout gives each
+    world its own draw of Gaussian action noise (a policy-gradient sample)
+    and a zero table gives the noise-free rollout."""
+
+    inner: object
+    steps: int
+    dt: float
+    prefix: str = "noise"
+
+    @property
+    def n_out(self) -> int:
+        return self.inner.n_out
+
+    def parameter_shapes(self):
+        return {**self.inner.parameter_shapes(),
+                f"{self.prefix}.w": (self.steps, self.inner.n_out)}
+
+    def init(self, seed: int = 0):
+        return {**self.inner.init(seed), f"{self.prefix}.w": np.zeros((self.steps, self.n_out))}
+
+    def carry_sizes(self):
+        return self.inner.carry_sizes()
+
+    def apply(self, params, observation, carry, time):
+        action, carry = self.inner.apply(params, observation, carry, time)
+        return action + _step_row(params[f"{self.prefix}.w"], time, self.steps, self.dt), carry

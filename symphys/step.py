@@ -46,7 +46,7 @@ class StepModel:
     frames: JointFrames | None = None
     motors: MotorArrays | None = None
     action: object = None
-    jointed: tuple[tuple[int, ...], ...] = ()   # bodies linked by joints
+    articulated: tuple[int, ...] = ()   # bodies held by joints
 
     @property
     def n_bodies(self) -> int:
@@ -77,7 +77,8 @@ def apply_forces(model: StepModel, state: State) -> tuple[Vec3, Vec3]:
 
 def body_impact_fraction(model: StepModel, taus, like):
     """Per body, the fraction of the step before its first contact closes:
-    the minimum of its contacts' fractions (1 for a body touching nothing).
+    the minimum of its contacts' fractions (1 for a free body touching
+    nothing; 0 for a body held by a joint).
     A body appears at most once per block, so scattering (1 - tau) into zeros
     per block and taking the maximum over blocks gives 1 - min(tau).
     like: any (B, N) tensor; returns (B, N)."""
@@ -89,10 +90,12 @@ def body_impact_fraction(model: StepModel, taus, like):
             part = Gather(index, model.n_bodies).add(zeros, 1.0 - tau)
             late = part if late is None else pt.maximum(late, part)
     tau = 1.0 - late
-    # Jointed bodies move together: each takes its group's earliest impact.
-    for group in model.jointed:
-        index = np.asarray(group)
-        tau = pt.set_subtensor(tau[:, index], tau[:, index].min(axis=1, keepdims=True))
+    # Bodies held by joints move with their solved velocity: their joint and
+    # servo impulses come out of the same solve as the contact impulses, and
+    # the pre-impulse velocity would leave them out (a jointed body touching
+    # nothing would coast through the step as if its joints were not there).
+    if model.articulated:
+        tau = pt.set_subtensor(tau[:, np.asarray(model.articulated)], 0.0)
     return tau
 
 

@@ -16,7 +16,7 @@ import pytensor.tensor as pt
 from symphys.adjoint import LoopOptions, loop_with_adjoint
 from symphys.contacts import contact_blocks
 from symphys.joints import (JOINT_LEAVES, MOTOR_LEAVES, JointFrames, MotorArrays,
-                            joint_blocks, jointed_groups, motor_blocks)
+                            joint_blocks, articulated_bodies, motor_blocks)
 from symphys.model import STATE_SIZE, LeafLayout, State, model_from_leaves, n_model_leaves
 from symphys.scene import Scene
 from symphys.sensors import observe
@@ -56,7 +56,7 @@ def _step_fn(scene: Scene, policy: Policy | None = None):
     n_model = n_model_leaves(layout)
     articulation = dict(joint_blocks=tuple(joint_blocks(scene)),
                         motor_blocks=tuple(motor_blocks(scene)),
-                        jointed=tuple(jointed_groups(scene)))
+                        articulated=articulated_bodies(scene))
 
     def run(state_flat, leaves):
         bodies, world = model_from_leaves(leaves[:n_model], layout)

@@ -23,6 +23,7 @@ EXPERIMENTS = {
     "suh-friction": "symphys.experiments.suh_friction",
     "suh-pivot": "symphys.experiments.suh_pivot",
     "suh-pushing": "symphys.experiments.suh_pushing",
+    "suh-tennis": "symphys.experiments.suh_tennis",
 }
 
 

@@ -58,6 +58,15 @@ def _variance(ax, doc, x, xlabel, title):
     ax.set_title(title)
 
 
+def _tennis(ax, doc):
+    m = doc["metrics"]
+    names = list(COLOURS)
+    ax.bar(names, [m["returned"][e] for e in names], color=[COLOURS[e] for e in names],
+           label=names)
+    ax.set_ylabel(f"balls within 0.5 m (of {m['evaluated']})")
+    ax.set_title(f"B7 tennis: returned balls (N = {m['samples']})")
+
+
 PANELS = {
     "suh-heaviside": _heaviside,
     "suh-ball-wall": _ball_wall,
@@ -68,6 +77,7 @@ PANELS = {
     "suh-friction": lambda ax, doc: _costs(ax, doc, "cost_", "B5 friction: cost"),
     "suh-double-pendulum": lambda ax, doc: _variance(ax, doc, "horizon_s", "horizon (s)",
                                                      "B6 variance against horizon"),
+    "suh-tennis": _tennis,
 }
 
 
