@@ -223,13 +223,17 @@ def reparameterised(objective: BatchObjective, params_of: Callable, jacobian_of:
     return wrapped
 
 
+def _pad(array: np.ndarray, rows: int) -> np.ndarray:
+    """array (K, ...) padded to (rows, ...) with copies of its last row."""
+    if rows < len(array):
+        raise ParameterError(f"{len(array)} vectors for a function of {rows} rows")
+    return np.concatenate([array, np.repeat(array[-1:], rows - len(array), axis=0)])
+
+
 def pad_rows(thetas, rows: int) -> np.ndarray:
     """thetas (K, d) padded to (rows, d) with copies of the last vector,
     for functions compiled for a fixed batch of `rows` >= K."""
-    thetas = np.atleast_2d(np.asarray(thetas, dtype=np.float64))
-    if rows < len(thetas):
-        raise ParameterError(f"{len(thetas)} vectors for a function of {rows} rows")
-    return np.concatenate([thetas, np.repeat(thetas[-1:], rows - len(thetas), axis=0)])
+    return _pad(np.atleast_2d(np.asarray(thetas, dtype=np.float64)), rows)
 
 
 def values_at(objective: BatchObjective, thetas) -> np.ndarray:
@@ -279,10 +283,8 @@ def in_chunks(call: Callable, chunk: int, *arrays) -> tuple:
     outs = []
     for lo in range(0, total, chunk):
         part = [a[lo:lo + chunk] for a in arrays]
-        short = chunk - len(part[0])
-        if short:
-            part = [np.concatenate([a, np.repeat(a[-1:], short, axis=0)]) for a in part]
-        outs.append([np.asarray(o)[:chunk - short] for o in call(*part)])
+        kept = len(part[0])
+        outs.append([np.asarray(o)[:kept] for o in call(*(_pad(a, chunk) for a in part))])
     return tuple(np.concatenate(o) for o in zip(*outs))
 
 
@@ -309,6 +311,7 @@ def estimate_policy(objective: PolicyObjective, theta, estimator: Estimator,
         first = np.asarray(grads, dtype=np.float64)
         if not want_zeroth:
             base, _ = objective.values(theta, np.zeros(shape), starts)
+            _check_finite_rollouts(base)
     if want_zeroth:
         starts = objective.sample_starts(rng, n)
         noise = np.concatenate([rng.normal(0.0, sigma, shape), np.zeros(shape)])
@@ -317,7 +320,6 @@ def estimate_policy(objective: PolicyObjective, theta, estimator: Estimator,
         base = values[n:]
         zeroth = ((values[:n] - base)[:, None] * np.asarray(scores, dtype=np.float64)[:n]
                   / sigma ** 2)
-    _check_finite_rollouts(base)
     return _assemble(estimator, float(np.mean(base)), first, zeroth, options)
 
 

@@ -222,18 +222,20 @@ def tennis_objective(chunk: int, steps: int = STEPS, backend: str = "jax"):
                                   chunk, noise, starts)
         return values, grads.reshape(len(values), -1)
 
+    def rollouts(theta, noise, starts):
+        """(costs (S,), features (S, steps + 1, 7)) without a reverse pass."""
+        return in_chunks(lambda w, x: forward(_gains(theta, 2 * chunk), w, x),
+                         2 * chunk, noise, starts)
+
     def values(theta, noise, starts):
-        values, feats = in_chunks(lambda w, x: forward(_gains(theta, 2 * chunk), w, x),
-                                  2 * chunk, noise, starts)
+        values, feats = rollouts(theta, noise, starts)
         # Score of u = K x + w: Σ_h w_h x_hᵀ, the features the policy read at step h.
         scores = np.einsum("shm,shk->smk", noise, feats[:, :steps]).reshape(len(values), -1)
         return values, scores
 
     def final(theta, starts):
         """The ball's final x, y (S, 2) under the noise-free policy."""
-        zero = np.zeros((len(starts), steps, 3))
-        _, feats = in_chunks(lambda w, x: forward(_gains(theta, 2 * chunk), w, x),
-                             2 * chunk, zero, starts)
+        _, feats = rollouts(theta, np.zeros((len(starts), steps, 3)), starts)
         return feats[:, -1, :2]
 
     return PolicyObjective(gradients, values, sample_starts, (steps, 3), 21), final
