@@ -26,12 +26,13 @@ Gauss-Seidel). Shapes: per-joint arrays (Bp, J); block quantities (B, K).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.algebra import Mat3, Vec3, cross, dot, matmul, matTvec, matvec, quat_to_mat, transpose
+from symphys.algebra import (Mat3, Vec3, cross, dot, matmul, matTvec, matvec, quat_to_mat,
+                             safe_div, transpose)
 from symphys.contacts import Gather
 from symphys.model import State, _stack_bodies
 from symphys.scene import WORLD, JointType, MotorMode, Scene
@@ -120,6 +121,18 @@ def motor_blocks(scene: Scene) -> list[MotorBlock]:
                        _parents(blk), k[3]) for k, blk in groups]
 
 
+def drag_blocks(scene: Scene) -> list[JointBlock]:
+    """Blocks of the hinges and sliders whose bearing losses act (all of
+    them when the scene has any), no body twice per block."""
+    if not scene.has_joint_drag:
+        return []
+    items = [x for x in _joint_items(scene)
+             if x["type"] in (JointType.HINGE, JointType.SLIDER)]
+    groups = _greedy_blocks(items, lambda x: (x["type"], x["b"] is None))
+    return [JointBlock(k[0], tuple(x["joint"] for x in blk), tuple(x["a"] for x in blk),
+                       _parents(blk)) for k, blk in groups]
+
+
 def articulated_bodies(scene: Scene) -> tuple[int, ...]:
     """Indices of the bodies held by a joint (to another body or the world)."""
     index = {b.name: i for i, b in enumerate(scene.bodies)}
@@ -139,16 +152,26 @@ class JointFrames:
     anchor_b: Vec3
     frame_a: Mat3
     frame_b: Mat3
+    viscous: object = None           # bearing losses (Bp, J), when the scene has them
+    dry: object = None
 
     def leaves(self) -> list:
-        return [*self.anchor_a, *self.anchor_b, *self.frame_a, *self.frame_b]
+        drag = [] if self.viscous is None else [self.viscous, self.dry]
+        return [*self.anchor_a, *self.anchor_b, *self.frame_a, *self.frame_b, *drag]
 
     @staticmethod
     def from_leaves(x) -> "JointFrames":
-        return JointFrames(Vec3(*x[0:3]), Vec3(*x[3:6]), Mat3(*x[6:15]), Mat3(*x[15:24]))
+        drag = (x[24], x[25]) if len(x) > JOINT_LEAVES else (None, None)
+        return JointFrames(Vec3(*x[0:3]), Vec3(*x[3:6]), Mat3(*x[6:15]), Mat3(*x[15:24]),
+                           *drag)
 
 
 JOINT_LEAVES = 24
+
+
+def joint_leaf_count(scene: Scene) -> int:
+    """How many leaves `JointFrames.leaves()` has for this scene."""
+    return JOINT_LEAVES + (2 if scene.has_joint_drag else 0)
 
 
 @dataclass(frozen=True)
@@ -219,6 +242,10 @@ def build_joint_arrays(scene: Scene, p: dict):
                 frame_b = matmul(transpose(rb), frame)
             parts.append([*local_a, *local_b, *frame_a, *frame_b])
         comps = [stack([part[i] for part in parts]) for i in range(JOINT_LEAVES)]
+        if scene.has_joint_drag:
+            # Joints without losses (ball, fixed, universal) get zeros.
+            for key in ("viscous_damping", "dry_friction"):
+                comps.append(stack([p.get(f"{j.name}.{key}", 0.0) for j in scene.joints]))
         frames = JointFrames.from_leaves(comps)
     motors = None
     if scene.motors:
@@ -473,3 +500,26 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
     target = pt.clip(rate, -max_rate, max_rate)
     row = _axis_row(block.joint_type, RowKind.MOTOR, direction, pose, mob, target)
     return BoundedRow(row, lower=-max_impulse, upper=max_impulse), None
+
+
+def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobility,
+              state: State) -> list[BoundedRow]:
+    """Bearing losses of one block of hinges or sliders: two rows on the
+    joint rate q', swept with the joints.
+
+    Viscous damping c: a soft row aiming at q' = 0 with softness
+    gamma = 1 / (c dt), so that the sweeps converge to the implicit damper
+    impulse -c dt q'_after on the whole articulated chain (stable for any
+    c; no impulse at c = 0). Dry friction f: a stiff row aiming at q' = 0
+    whose impulse stays within +-f dt (Coulomb friction: the joint sticks
+    while its load is below f)."""
+    dt = scene.dt
+    pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
+                 len(scene.joints))
+    gj = Gather(block.joints, len(scene.joints))
+    row = _axis_row(block.type, RowKind.MOTOR, pose.axis_b, pose, mob, 0.0)
+    cdt = gj.take(frames.viscous) * dt
+    viscous = replace(row, m_soft=cdt * row.m_eff / (cdt + row.m_eff),
+                      gamma=safe_div(1.0, cdt))
+    bound = gj.take(frames.dry) * dt
+    return [BoundedRow(viscous), BoundedRow(row, lower=-bound, upper=bound)]

@@ -14,11 +14,19 @@ import numpy as np
 import pytensor.tensor as pt
 
 from symphys.errors import ParameterError
-from symphys.scene import Scene, Shape
+from symphys.scene import JointType, Scene, Shape
 from symphys.scene_io import closest
 
 
 MOTOR_FIELDS = ("gain", "max_velocity", "max_torque")
+
+
+def drag_joints(scene: Scene) -> list:
+    """The joints with bearing-loss parameters: every hinge and slider when
+    any joint of the scene has losses, else none."""
+    if not scene.has_joint_drag:
+        return []
+    return [j for j in scene.joints if j.type in (JointType.HINGE, JointType.SLIDER)]
 
 
 def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
@@ -46,6 +54,9 @@ def parameter_shapes(scene: Scene) -> dict[str, tuple[int, ...]]:
             shapes["ground.rolling_friction"] = ()
     for j in scene.joints:
         shapes[f"{j.name}.anchor"] = (3,)
+    for j in drag_joints(scene):
+        shapes[f"{j.name}.viscous_damping"] = ()
+        shapes[f"{j.name}.dry_friction"] = ()
     for m in scene.motors:
         for key in MOTOR_FIELDS:
             shapes[f"{m.name}.{key}"] = ()
@@ -88,6 +99,9 @@ def default_parameters(scene: Scene) -> dict[str, np.ndarray]:
             values["ground.rolling_friction"] = scene.ground.rolling_friction
     for j in scene.joints:
         values[f"{j.name}.anchor"] = j.anchor
+    for j in drag_joints(scene):
+        values[f"{j.name}.viscous_damping"] = j.viscous_damping
+        values[f"{j.name}.dry_friction"] = j.dry_friction
     for m in scene.motors:
         for key in MOTOR_FIELDS:
             values[f"{m.name}.{key}"] = getattr(m, key)
@@ -113,6 +127,13 @@ def check_names(scene: Scene, names: Iterable[str], what: str) -> list[str]:
                 f"{scene.source}: parameter {name!r} in {what}= does not exist because "
                 f"this scene has no rolling friction; give 'rolling_friction' > 0 to a "
                 f"body or the ground in the scene to enable it")
+        if isinstance(name, str) and name.endswith((".viscous_damping", ".dry_friction")) \
+                and name not in valid and name.split(".")[0] in scene.joint_names:
+            raise ParameterError(
+                f"{scene.source}: parameter {name!r} in {what}= does not exist because "
+                f"no joint of this scene has bearing losses (or it is not a hinge or "
+                f"slider); give 'viscous_damping' or 'dry_friction' > 0 to a joint in "
+                f"the scene to enable them")
         if not isinstance(name, str) or name not in valid:
             raise ParameterError(
                 f"{scene.source}: unknown parameter {name!r} in {what}="

@@ -150,7 +150,10 @@ class Joint:
     its coordinates q0, q1 are the angles about each. frequency (Hz) and
     damping (ratio): a soft joint, whose equality rows act as springs and
     dampers of that natural frequency on each row's effective mass (limits
-    stay stiff); None: stiff."""
+    stay stiff); None: stiff. viscous_damping c and dry_friction f (hinges
+    and sliders): the joint feels a torque (or force) -c dq/dt (N m s/rad,
+    N s/m) and Coulomb friction of at most f (N m, N) against its rate:
+    bearing losses."""
 
     name: str
     type: JointType
@@ -162,6 +165,13 @@ class Joint:
     axis2: tuple[float, float, float] | None = None
     frequency: float | None = None
     damping: float = 0.0
+    viscous_damping: float = 0.0
+    dry_friction: float = 0.0
+
+    @property
+    def has_drag(self) -> bool:
+        """Whether the joint has bearing losses (viscous or dry)."""
+        return self.viscous_damping > 0 or self.dry_friction > 0
 
     @property
     def softness(self) -> tuple[float, float] | None:
@@ -306,6 +316,13 @@ class Scene:
             values.append(self.ground.rolling_friction)
         return any(v > 0 for v in values)
 
+    @property
+    def has_joint_drag(self) -> bool:
+        """Whether hinges and sliders carry bearing losses (any joint > 0);
+        then every hinge and slider has the parameters
+        `<joint>.viscous_damping` and `<joint>.dry_friction`."""
+        return any(j.has_drag for j in self.joints)
+
     def structure_key(self) -> str:
         """Hash of everything that shapes the graph (not parameter values)."""
         solver = {k: (v.value if isinstance(v, enum.Enum) else v)
@@ -333,4 +350,8 @@ class Scene:
             "sensors": [(x.kind.value, x.source, x.frequencies, x.size, x.margin)
                         for x in self.sensors],
         }
+        if self.has_joint_drag:
+            # Only its presence shapes the graph (the values are inputs); the
+            # key is left as it was for scenes without it.
+            doc["joint_drag"] = True
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]

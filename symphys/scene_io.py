@@ -40,7 +40,7 @@ _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "contact_smoothing"}
 _GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
 _JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
-                 "frequency", "damping"}
+                 "frequency", "damping", "viscous_damping", "dry_friction"}
 _SENSOR_FIELDS = {"name", "type", "joint", "body", "frequencies", "size", "margin"}
 _MOTOR_FIELDS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque",
                  "command_range", "axis"}
@@ -436,12 +436,19 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
                        f"{list(axis2)}")
         frequency = r.number("frequency", positive=True) if r.has("frequency") else None
         if r.has("damping") and frequency is None:
-            r.fail("damping", "only a soft joint has damping: give its frequency (Hz) too")
+            r.fail("damping", "only a soft joint has damping: give its frequency (Hz) too; "
+                   "for bearing losses use viscous_damping or dry_friction")
+        for key in ("viscous_damping", "dry_friction"):
+            if r.has(key) and kind not in (JointType.HINGE, JointType.SLIDER):
+                r.fail(key, f"only hinges and sliders have bearing losses, not a "
+                       f"{kind.value} joint")
         joints.append(Joint(name=name, type=kind, parent=parent, child=child,
                             anchor=anchor, axis=axis,
                             limits=_range(r, "limits") if used["limits"] else None,
                             axis2=axis2, frequency=frequency,
-                            damping=r.number("damping", 0.0, nonneg=True)))
+                            damping=r.number("damping", 0.0, nonneg=True),
+                            viscous_damping=r.number("viscous_damping", 0.0, nonneg=True),
+                            dry_friction=r.number("dry_friction", 0.0, nonneg=True)))
     return tuple(joints)
 
 
@@ -635,7 +642,8 @@ class SceneBuilder:
         return self.body(name, "capsule", **fields)
 
     def joint(self, name: str, type: str, parent: str, child: str, **fields) -> "SceneBuilder":
-        """A joint; fields: anchor, axis, axis2, limits (see the scene format)."""
+        """A joint; fields: anchor, axis, axis2, limits, frequency, damping,
+        viscous_damping, dry_friction (see the scene format)."""
         entry = {"name": name, "type": type, "parent": parent, "child": child}
         entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
                       for k, v in fields.items()})

@@ -21,8 +21,8 @@ import pytensor.tensor as pt
 
 from symphys.algebra import Vec3, add_mat, cross, matTvec, matvec, renormalise, skew_times
 from symphys.contacts import STATIC, ContactBlock, Gather, contact_geometry
-from symphys.joints import (JointBlock, JointFrames, MotorArrays, MotorBlock, joint_rows,
-                            motor_rows)
+from symphys.joints import (JointBlock, JointFrames, MotorArrays, MotorBlock, drag_rows,
+                            joint_rows, motor_rows)
 from symphys.model import BodyArrays, State, WorldArrays
 from symphys.penalty import apply_contact
 from symphys.scene import Scene
@@ -47,6 +47,7 @@ class StepModel:
     motors: MotorArrays | None = None
     action: object = None
     articulated: tuple[int, ...] = ()   # bodies held by joints
+    drag_blocks: tuple[JointBlock, ...] = ()   # hinges and sliders with bearing losses
 
     @property
     def n_bodies(self) -> int:
@@ -100,9 +101,9 @@ def body_impact_fraction(model: StepModel, taus, like):
 
 
 def articulation_rows(model: StepModel, state: State, mob, V):
-    """(rows, V): joint, limit and servo rows at the current pose, in the
-    order the solver sweeps them, and the velocities V (B, N, 6) after
-    direct-torque motors' impulses.
+    """(rows, V): joint, limit, joint-friction and servo rows at the current
+    pose, in the order the solver sweeps them, and the velocities V
+    (B, N, 6) after direct-torque motors' impulses.
 
     Servo rows go last, so that when the sweeps stop a servo's rate and
     torque limits hold exactly; joint rows go before them, in reverse block
@@ -117,13 +118,15 @@ def articulation_rows(model: StepModel, state: State, mob, V):
             servos.append(row)
         else:
             V = row.apply(V, impulse)
+    frictions = [row for block in model.drag_blocks
+                 for row in drag_rows(block, scene, model.frames, mob, state)]
     rows = []
     if model.joint_blocks:
         _, w = velocity_components(V)
         for block in model.joint_blocks:
             rows += joint_rows(block, scene, model.frames, mob, state, w,
                                scene.solver.position_feedback, dt)
-    return rows[::-1] + servos[::-1], V
+    return rows[::-1] + frictions + servos[::-1], V
 
 
 def step(model: StepModel, state: State) -> State:

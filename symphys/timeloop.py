@@ -15,8 +15,8 @@ import pytensor.tensor as pt
 
 from symphys.adjoint import LoopOptions, loop_with_adjoint
 from symphys.contacts import contact_blocks
-from symphys.joints import (JOINT_LEAVES, MOTOR_LEAVES, JointFrames, MotorArrays,
-                            joint_blocks, articulated_bodies, motor_blocks)
+from symphys.joints import (MOTOR_LEAVES, JointFrames, MotorArrays, articulated_bodies,
+                            drag_blocks, joint_blocks, joint_leaf_count, motor_blocks)
 from symphys.model import STATE_SIZE, LeafLayout, State, model_from_leaves, n_model_leaves
 from symphys.scene import Scene
 from symphys.sensors import observe
@@ -56,6 +56,7 @@ def _step_fn(scene: Scene, policy: Policy | None = None):
     n_model = n_model_leaves(layout)
     articulation = dict(joint_blocks=tuple(joint_blocks(scene)),
                         motor_blocks=tuple(motor_blocks(scene)),
+                        drag_blocks=tuple(drag_blocks(scene)),
                         articulated=articulated_bodies(scene))
 
     def run(state_flat, leaves):
@@ -63,8 +64,9 @@ def _step_fn(scene: Scene, policy: Policy | None = None):
         rest = list(leaves[n_model:])
         frames = motors = action = None
         if scene.joints:
-            frames = JointFrames.from_leaves(rest[:JOINT_LEAVES])
-            rest = rest[JOINT_LEAVES:]
+            count = joint_leaf_count(scene)
+            frames = JointFrames.from_leaves(rest[:count])
+            rest = rest[count:]
         if scene.motors:
             motors = MotorArrays(*rest[:MOTOR_LEAVES])
             rest = rest[MOTOR_LEAVES:]

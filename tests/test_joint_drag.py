@@ -1,0 +1,114 @@
+"""Bearing losses at hinges: viscous damping and dry (Coulomb) friction.
+
+A capsule hinged at its top end (the rod of `scenes.pendulum`, without the
+servo), started at angle theta with swing rate w. One step of dt changes
+the swing rate by the gravity torque plus the bearing torque over the rod's
+inertia about the pivot I_p (`_rod_inertia_about_pivot`):
+
+- viscous c: the implicit damper, w1 = (w + gravity part) / (1 + c dt / I_p);
+- dry f: a rod at rest, horizontal, slips with (m g d - f) dt / I_p when
+  f < m g d and stays still when f > m g d.
+"""
+
+import numpy as np
+import pytest
+
+import symphys as sp
+from scenes import BACKEND, ROD_LENGTH
+from test_joints import ARTICULATED, _rod_inertia_about_pivot
+
+G, DT, MASS = 9.81, 0.001, 1.0
+D = ROD_LENGTH / 2          # pivot to centre of mass
+I_P = _rod_inertia_about_pivot()
+
+
+@pytest.fixture(scope="module")
+def rod():
+    """The rod hanging straight down; losses are set per call."""
+    return (sp.SceneBuilder("lossy-rod", dt=DT, iterations=8)
+            .capsule("rod", radius=0.02, length=ROD_LENGTH, mass=MASS, position=[0, 0, -D])
+            .joint("pivot", "hinge", "world", "rod", anchor=[0, 0, 0], axis=[0, 1, 0],
+                   viscous_damping=0.1, dry_friction=0.1)
+            .build())
+
+
+def _state(theta: float, rate: float) -> dict:
+    """The rod at angle theta from straight down (x = d sin theta), turning
+    at `rate` (theta' > 0 swings towards +x, a turn about -y)."""
+    return {"rod.position": [D * np.sin(theta), 0.0, -D * np.cos(theta)],
+            "rod.quaternion": [np.cos(theta / 2), 0.0, -np.sin(theta / 2), 0.0],
+            "rod.velocity": [D * rate * np.cos(theta), 0.0, D * rate * np.sin(theta)],
+            "rod.angular_velocity": [0.0, -rate, 0.0],
+            "pivot.anchor": [0.0, 0.0, 0.0]}
+
+
+def _rate_after(scene, steps: int, theta: float, rate: float, viscous: float, dry: float):
+    params = dict(_state(theta, rate), **{"pivot.viscous_damping": viscous,
+                                          "pivot.dry_friction": dry})
+    traj = sp.simulate(scene, steps, params=params, backend=BACKEND)
+    return -traj.angular_velocity["rod"][-1, 1]
+
+
+def test_scene_parameters_and_errors(rod):
+    assert rod.parameters()["pivot.viscous_damping"] == 0.1
+    assert rod.parameters()["pivot.dry_friction"] == 0.1
+    plain = sp.SceneBuilder("plain", dt=DT).sphere("a", radius=0.1, mass=1.0).joint(
+        "pin", "hinge", "world", "a", anchor=[0, 0, 1], axis=[0, 1, 0]).build()
+    assert "pin.viscous_damping" not in plain.parameters()
+    assert plain.structure_key() != rod.structure_key()
+    with pytest.raises(sp.ParameterError, match="no joint of this scene has bearing losses"):
+        sp.simulate(plain, 1, params={"pin.viscous_damping": 0.1})
+    with pytest.raises(sp.SceneError, match=r"joint 'pin'.*dry_friction"):
+        sp.SceneBuilder("bad", dt=DT).sphere("a", radius=0.1, mass=1.0).joint(
+            "pin", "hinge", "world", "a", anchor=[0, 0, 1], axis=[0, 1, 0],
+            dry_friction=-1.0).build()
+    with pytest.raises(sp.SceneError, match="only hinges and sliders have bearing losses"):
+        sp.SceneBuilder("bad", dt=DT).sphere("a", radius=0.1, mass=1.0).joint(
+            "pin", "ball", "world", "a", anchor=[0, 0, 1], viscous_damping=1.0).build()
+
+
+def test_viscous_damping_is_the_implicit_damper(rod):
+    """Hanging straight down (no gravity torque), turning at 3 rad/s."""
+    rate = 3.0
+    assert _rate_after(rod, 1, 0.0, rate, 0.0, 0.0) == pytest.approx(rate, abs=1e-9)
+    # The sweeps converge to the implicit damper; at c dt / I_p = 0.6 (the
+    # last) 8 sweeps leave it 0.5% short, and the step is still stable.
+    for c, tol in ((0.05, 1e-6), (2.0, 1e-6), (200.0, 1e-2)):
+        got = _rate_after(rod, 1, 0.0, rate, c, 0.0)
+        assert got == pytest.approx(rate / (1.0 + c * DT / I_P), rel=tol), c
+
+
+def test_dry_friction_slips_below_and_holds_above_the_gravity_torque(rod):
+    """Horizontal, at rest: the gravity torque m g d about the pivot."""
+    load = MASS * G * D
+    free = _rate_after(rod, 1, np.pi / 2, 0.0, 0.0, 0.0)
+    assert free == pytest.approx(-load * DT / I_P, rel=1e-6)
+    for f in (0.1 * load, 0.7 * load):
+        got = _rate_after(rod, 1, np.pi / 2, 0.0, 0.0, f)
+        assert got == pytest.approx(-(load - f) * DT / I_P, rel=1e-4), f
+    held = _rate_after(rod, 20, np.pi / 2, 0.0, 0.0, 1.2 * load)
+    assert abs(held) < 1e-9
+
+
+def test_gradients_with_respect_to_losses_match_central_differences(rod):
+    """Final position after 200 steps from a swing, with both losses on.
+    On JAX: the cold Numba compile of this gradient takes 12 minutes here
+    (see test_joints' ARTICULATED)."""
+    values = {"pivot.viscous_damping": 0.3, "pivot.dry_friction": 0.2}
+    start = _state(0.4, 1.0)
+
+    def loss(traj):
+        p = traj.position["rod"][-1]
+        return p[0] * 2.0 + p[2]
+
+    _, grads = sp.value_and_grad(rod, 200, loss, wrt=list(values),
+                                 params=dict(start, **values), backend=ARTICULATED)
+    for name, value in values.items():
+        h = 1e-6
+        up = sp.simulate(rod, 200, params={**start, **values, name: value + h},
+                         backend=ARTICULATED).position["rod"][-1]
+        down = sp.simulate(rod, 200, params={**start, **values, name: value - h},
+                           backend=ARTICULATED).position["rod"][-1]
+        numeric = ((up[0] - down[0]) * 2.0 + (up[2] - down[2])) / (2 * h)
+        assert float(grads[name]) == pytest.approx(numeric, rel=1e-5, abs=1e-9), name
+        assert abs(numeric) > 1e-4, name      # the losses do move the rod
