@@ -12,7 +12,9 @@ from symphys import nn, optim
 from symphys.api import simulate, value_and_grad
 from symphys.function_cache import clear_cache
 from symphys.backends import Backend, compile
-from symphys.errors import BackendError, ParameterError, SceneError, SymphysError
+from symphys.errors import (BackendError, ExportError, ParameterError, SceneError,
+                            SymphysError)
+from symphys.export import export, load_compiled
 from symphys.params import symbols
 from symphys.rollout import Trajectory, rollout
 from symphys.scene import (Body, FrictionModel, Ground, Joint, JointType, Motor, MotorMode,
@@ -23,9 +25,10 @@ from symphys.scene_io import SceneBuilder, available_scenes, load_scene, scene_f
 __version__ = "0.1.0"
 
 __all__ = [
-    "Backend", "BackendError", "Body", "FrictionModel", "Ground", "Joint", "JointType",
-    "LoopOptions", "Motor", "MotorMode", "ParameterError", "Scene", "SceneBuilder",
-    "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions", "SymphysError",
-    "Trajectory", "available_scenes", "clear_cache", "compile", "load_scene", "nn",
-    "optim", "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
+    "Backend", "BackendError", "Body", "ExportError", "FrictionModel", "Ground", "Joint",
+    "JointType", "LoopOptions", "Motor", "MotorMode", "ParameterError", "Scene",
+    "SceneBuilder", "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions",
+    "SymphysError", "Trajectory", "available_scenes", "clear_cache", "compile", "export",
+    "load_compiled", "load_scene", "nn", "optim", "rollout", "scene_from_dict", "simulate",
+    "symbols", "value_and_grad",
 ]

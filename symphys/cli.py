@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="join these bench JSONs (parts run side by side) into --json; "
                         "runs nothing")
     p.set_defaults(func=_cmd_bench)
+    from symphys.export import add_parser as add_export_parser
+    add_export_parser(sub)
     return parser
 
 

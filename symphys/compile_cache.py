@@ -160,19 +160,25 @@ def load(key: str, mode, loops_rewritten: bool = False):
     if path is None or not path.exists():
         return None
     try:
-        with open(path, "rb") as f:
-            in_vars, out_vars = _with_deep_stack(lambda: pickle.loads(f.read()))
-        fgraph = FunctionGraph(in_vars, out_vars, clone=False)
-        if loops_rewritten:
-            _mark_loops_rewritten(fgraph)
-        maker = pytensor.compile.maker.FunctionMaker(
-            [In(v) for v in in_vars], [SymbolicOutput(v) for v in out_vars],
-            mode=mode, fgraph=fgraph, accept_inplace=True, no_fgraph_prep=True,
-            on_unused_input="ignore")
-        return maker.create([None] * len(in_vars))
+        return link(path.read_bytes(), mode, loops_rewritten)
     except Exception as err:  # a stale or foreign file: compile afresh
         _log.warning("symphys: ignoring unreadable graph cache %s (%s)", path, err)
         return None
+
+
+def link(blob: bytes, mode, loops_rewritten: bool = False):
+    """The function of a graph pickled by `graph_bytes`, linked under `mode`
+    without rewriting it (`loops_rewritten`: as in `load`). Raises what
+    unpickling or linking raises."""
+    in_vars, out_vars = _with_deep_stack(lambda: pickle.loads(blob))
+    fgraph = FunctionGraph(in_vars, out_vars, clone=False)
+    if loops_rewritten:
+        _mark_loops_rewritten(fgraph)
+    maker = pytensor.compile.maker.FunctionMaker(
+        [In(v) for v in in_vars], [SymbolicOutput(v) for v in out_vars],
+        mode=mode, fgraph=fgraph, accept_inplace=True, no_fgraph_prep=True,
+        on_unused_input="ignore")
+    return maker.create([None] * len(in_vars))
 
 
 def _with_deep_stack(work):
@@ -209,16 +215,22 @@ def store(key: str, fn) -> bool:
     folder = cache_dir()
     if folder is None:
         return False
-    fgraph = fn.maker.fgraph
     try:
-        graph = (list(fgraph.inputs), list(fgraph.outputs))
-        blob = _with_deep_stack(lambda: pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
+        blob = graph_bytes(fn)
     except Exception as err:
         _log.warning("symphys: graph not cached, it does not pickle (%s: %s)",
                      type(err).__name__, err)
         return False
     write_atomically(folder / f"{key}.pkl", blob)
     return True
+
+
+def graph_bytes(fn) -> bytes:
+    """The rewritten graph of compiled function `fn` (its inputs and
+    outputs), pickled; `link` reads it back. Raises when it does not pickle."""
+    fgraph = fn.maker.fgraph
+    graph = (list(fgraph.inputs), list(fgraph.outputs))
+    return _with_deep_stack(lambda: pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def write_atomically(path: Path, data: bytes) -> None:

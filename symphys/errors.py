@@ -36,3 +36,15 @@ class ParameterError(SymphysError, ValueError):
 
 class BackendError(SymphysError, ValueError):
     """An unknown or unavailable compilation backend."""
+
+
+class ExportError(SymphysError, ValueError):
+    """An exported function's folder cannot be written or read back: a
+    missing, truncated or corrupted file, a manifest field that does not
+    match (versions, hashes), or a function that does not export."""
+
+
+class DataError(SymphysError, ValueError):
+    """A recording (system-identification data) cannot be read or does not
+    fit its scene: the message names the file, the row or column, and what
+    is allowed."""

@@ -133,6 +133,7 @@ class ExportedFunction:
     NumPy values, returns the list of outputs.
 
     inputs: [(name, shape, dtype)] of the exported function's arguments.
+    exported: the `jax.export.Exported` it calls (`symphys.export` writes it).
     executable: where XLA's compiled executable for this host is kept: read
     if it is there, else written after the first call compiles it (so a
     later process skips XLA's compile too)."""
@@ -140,6 +141,7 @@ class ExportedFunction:
     def __init__(self, exported, inputs, executable: Path | None = None):
         jax = jax_with_float64()
         self.inputs = [(name, tuple(shape), np.dtype(dtype)) for name, shape, dtype in inputs]
+        self.exported = exported
         self._jit = jax.jit(exported.call)
         self._executable = executable
         self._run = None
@@ -198,13 +200,15 @@ def load(key: str, backend: Backend) -> Compiled | None:
             from jax import export
             exported = export.deserialize(bytearray(jax_path.read_bytes()))
             fn = ExportedFunction(exported, entry["inputs"], _executable_path(key))
-            return Compiled(fn, backend, entry["input_names"], single=entry["single"])
+            return Compiled(fn, backend, entry["input_names"], single=entry["single"],
+                            graph_key=entry["graph_key"], rewrites_on=entry["rewrites"])
         mode = mode_for(backend, entry["rewrites"])
         fn = compile_cache.load(entry["graph_key"], mode,
                                 backend in REWRITES_LOOPS_IN_PLACE)
         if fn is None:
             return None
-        return Compiled(fn, backend, entry["input_names"], single=entry["single"])
+        return Compiled(fn, backend, entry["input_names"], single=entry["single"],
+                        graph_key=entry["graph_key"], rewrites_on=entry["rewrites"])
     except Exception as err:   # noqa: BLE001 - a stale or damaged entry: build afresh
         _log.warning("symphys: ignoring unreadable function store entry %s (%s: %s)",
                      entry_path, type(err).__name__, err)
