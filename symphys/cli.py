@@ -1,4 +1,4 @@
-"""The `symphys` command line: list, simulate, experiment, bench."""
+"""The `symphys` command line: list, simulate, experiment, bench, sysid, export."""
 
 from __future__ import annotations
 
@@ -84,6 +84,11 @@ def _cmd_experiment(args) -> int:
             raise SystemExit(f"symphys experiment {args.name}: --checkpoint is not supported "
                              f"by this experiment")
         chosen["checkpoint"] = args.checkpoint
+    if args.data:
+        if "data_dir" not in inspect.signature(module.run).parameters:
+            raise SystemExit(f"symphys experiment {args.name}: reads no recordings, so it "
+                             f"takes no --data")
+        chosen["data_dir"] = args.data
     result = module.run(quick=args.quick, seed=args.seed, show_progress=not args.no_progress,
                         **chosen)
     print(module.report(result))
@@ -141,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--checkpoint", help="save the run here after every evaluation and resume "
                    "from it when it exists (quadruped-gait, quadruped-speed)")
+    p.add_argument("--data", help="a folder of other recordings (double-pendulum-sysid)")
     p.set_defaults(func=_cmd_experiment)
 
     p = sub.add_parser("figure", help="one figure of the experiments' JSON results")
@@ -170,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs nothing")
     p.set_defaults(func=_cmd_bench)
     from symphys.export import add_parser as add_export_parser
+    from symphys.sysid_cli import add_parser as add_sysid_parser
+    add_sysid_parser(sub)
     add_export_parser(sub)
     return parser
 

@@ -12,9 +12,11 @@ from symphys.errors import SymphysError
 from symphys.scene_io import closest
 
 EXPERIMENTS = {
+    "double-pendulum-sysid": "symphys.experiments.double_pendulum_sysid",
     "ball-throw": "symphys.experiments.ball_throw",
     "arm-fixed": "symphys.experiments.arm_fixed",
     "arm-random": "symphys.experiments.arm_random",
+    "arm-hardware": "symphys.experiments.arm_hardware",
     "quadruped-gait": "symphys.experiments.quadruped_gait",
     "quadruped-speed": "symphys.experiments.quadruped_speed",
     "suh-heaviside": "symphys.experiments.suh_heaviside",
