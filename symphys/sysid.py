@@ -31,7 +31,7 @@ import enum
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytensor
@@ -312,6 +312,38 @@ def segment_data(scene: Scene, recordings: Sequence[Recording], segment_steps: i
                 np.stack(commands) if scene.motors else None)
 
 
+def starts_from_data(data: Data, variable: Variable, dt: float) -> np.ndarray:
+    """Per-segment starting values (S,) + shape of a `<body>.position` or
+    `<body>.velocity` variable (or one component) from the recorded
+    positions: the first observed value, and the slope at the segment's
+    start of a parabola through the first three observed values; entries
+    whose column is not observed there keep `variable.initial`."""
+    base, index = split_name(variable.name)
+    body, _, field_name = base.rpartition(".")
+    out = np.array(variable.initial, dtype=np.float64, copy=True)
+    if field_name not in ("position", "velocity"):
+        return out
+    names = {c.name: k for k, c in enumerate(data.columns)}
+    components = [index] if index is not None else [0, 1, 2]
+    for slot, comp in enumerate(components):
+        k = names.get(f"{body}.{'xyz'[comp]}")
+        if k is None:
+            continue
+        for s in range(len(data.segments)):
+            seen = np.flatnonzero(data.weights[s, :, k] > 0)
+            need = 1 if field_name == "position" else 3
+            if len(seen) < need or (field_name == "position" and seen[0] != 0):
+                continue
+            at = (s,) if index is not None else (s, slot)
+            if field_name == "position":
+                out[at] = data.observed[s, 0, k]
+            else:
+                t = seen[:3].astype(float)
+                poly = np.polyfit(t, data.observed[s, seen[:3], k], 2)
+                out[at] = poly[1] / dt                # per step -> per second
+    return out
+
+
 # -- the compiled residual function --------------------------------------------
 Derive = Callable[[dict, dict], dict]
 
@@ -569,9 +601,10 @@ def fit(scene: Scene, recordings: Sequence[Recording], fit: Sequence[str] = (), 
         raise ParameterError(f"{scene.source}: params for a fit must not carry a batch axis")
     data = segment_data(scene, recordings, segment_steps, noise)
     if variables is None:
+        local = scene_variables(scene, segment_fit, base, per_segment=True,
+                                segments=len(data.segments), bounds=bounds)
         variables = (scene_variables(scene, fit, base, bounds=bounds)
-                     + scene_variables(scene, segment_fit, base, per_segment=True,
-                                       segments=len(data.segments), bounds=bounds))
+                     + [replace(v, initial=starts_from_data(data, v, scene.dt)) for v in local])
     return fit_data(scene, data, variables, params=params, derive=derive,
                     derive_key=derive_key, method=method, backend=backend, chunk=chunk,
                     max_evaluations=max_evaluations, uncertainty=uncertainty,

@@ -282,29 +282,31 @@ def fit_model(losses: bool, angles: list[Angles], spacing: int, evaluations: int
     return result, model, derive
 
 
-def _windows(n_frames: int, limit: int | None) -> np.ndarray:
-    starts = np.arange(0, n_frames - EVAL_FRAMES - 1, WINDOW_SPACING)
+def _windows(n_frames: int, limit: int | None, frames: int) -> np.ndarray:
+    starts = np.arange(0, n_frames - frames - 1, WINDOW_SPACING)
     return starts if limit is None else starts[:limit]
 
 
 def evaluate(result, model, derive, losses, angles: list[Angles], limit,
-             backend: str):
-    """Predicted absolute angles (W, T + 1, 2) and observed ones from every
-    window's observed starting state."""
+             backend: str, frames: int = EVAL_FRAMES):
+    """Predicted absolute angles (W, frames + 1, 2) and observed ones from
+    every window's observed starting state (`limit` windows per recording;
+    None: all). frames = FIT_FRAMES reuses the fit's compiled function."""
+    steps = frames * SUBSTEPS
     starts, truth = [], []
     for a in angles:
-        for w in _windows(len(a.theta1), limit):
+        for w in _windows(len(a.theta1), limit, frames):
             starts.append(a.state[w])
-            truth.append(np.stack([a.theta1[w:w + EVAL_FRAMES + 1],
-                                   a.theta2[w:w + EVAL_FRAMES + 1]], axis=1))
+            truth.append(np.stack([a.theta1[w:w + frames + 1],
+                                   a.theta2[w:w + frames + 1]], axis=1))
     starts, truth = np.array(starts), np.array(truth)
     shared = {k: v for k, v in result.values.items() if k != STATE}
     values = dict(shared, **{STATE: starts / np.array([1.0, 1.0, RATE_UNIT, RATE_UNIT])})
     cols = sysid.segment_data(model, [angle_recording(model, angles[0], "columns")],
-                              EVAL_STEPS).columns
-    grid = sysid.Data(cols, tuple(sysid.Segment(0, 0) for _ in starts), EVAL_STEPS,
-                      np.zeros((len(starts), EVAL_STEPS + 1, 2)),
-                      np.ones((len(starts), EVAL_STEPS + 1, 2)), None)
+                              steps).columns
+    grid = sysid.Data(cols, tuple(sysid.Segment(0, 0) for _ in starts), steps,
+                      np.zeros((len(starts), steps + 1, 2)),
+                      np.ones((len(starts), steps + 1, 2)), None)
     pred = sysid.predict(model, grid, values, variables(losses, starts), base=model.parameters(),
                          derive=derive, derive_key=(NAME,),
                          backend=backend, chunk=CHUNK)
@@ -318,11 +320,14 @@ def _wrapped(d):
 
 
 def horizon_rmse(pred, truth) -> dict:
-    """{horizon: RMSE over windows and both angles (rad)} and per frame."""
+    """{horizon: RMSE over windows and both angles (rad)} for the horizons
+    the windows reach, and the RMSE per frame."""
     err = _wrapped(pred - truth)
     out = {}
     for h in HORIZONS:
         k = int(round(h / FRAME))
+        if k >= err.shape[1]:
+            continue
         out[h] = float(np.sqrt(np.mean(err[:, k] ** 2)))
     return out, np.sqrt(np.mean(err ** 2, axis=(0, 2)))
 
