@@ -422,7 +422,11 @@ def plot(result: ExperimentResult, path: str) -> None:
         ax.plot(t, rec[:, i], "k", lw=2, label="recorded")
         for k, label in (("damped", "with joint losses"), ("no_damping", "without losses"),
                          ("constant_velocity", "constant velocity")):
-            ax.plot(t, np.asarray(s[f"example_{k}"])[:, i], label=label)
+            # Predicted angles come wrapped into (-pi, pi]: unwrap them and
+            # start them on the recorded turn.
+            y = np.unwrap(np.asarray(s[f"example_{k}"])[:, i])
+            y += 2 * np.pi * np.round((rec[0, i] - y[0]) / (2 * np.pi))
+            ax.plot(t, y, label=label)
         ax.set(xlabel="time from window start (s)", ylabel=f"theta{i + 1} (rad)",
                title=f"{'upper' if i == 0 else 'lower'} arm, first test window")
     axes[1].legend()
