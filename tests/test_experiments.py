@@ -77,6 +77,70 @@ def test_arm_random_quick(tmp_path):
     assert 0.0 <= doc["metrics"]["fraction_final_under_5cm"] <= 1.0
 
 
+def test_arm_hardware_geometry_moves_the_arm_consistently():
+    """The two link lengths set every length-dependent scene parameter: at
+    the defaults they are the scene's; at other lengths the boxes' ends meet
+    the joints' anchors and the masses keep the default linear density."""
+    from symphys.experiments import arm_hardware as hw
+    from symphys.experiments.arm_random import arm_scene
+    scene = arm_scene()
+    geo = hw.ArmGeometry.from_scene(scene)
+    defaults = scene.parameters()
+    for name, value in geo.parameters(geo.lengths0).items():
+        np.testing.assert_allclose(value, defaults[name], err_msg=name)
+    p = geo.parameters([0.7, 0.3])
+    top = lambda link: p[f"{link}.position"][2] + p[f"{link}.size"][2] / 2
+    assert p["upper_arm.size"][2] == pytest.approx(0.7) and p["forearm.size"][2] == pytest.approx(0.3)
+    assert top("upper_arm") == pytest.approx(p["elbow_pitch.anchor"][2])
+    assert p["forearm.position"][2] - 0.15 == pytest.approx(p["elbow_pitch.anchor"][2])
+    assert top("forearm") == pytest.approx(p["gripper.position"][2])
+    np.testing.assert_allclose(p["wrist.anchor"], p["gripper.position"])
+    np.testing.assert_allclose(p["elbow_yaw.anchor"], p["elbow.position"])
+    assert p["upper_arm.mass"] == pytest.approx(0.7) and p["forearm.mass"] == pytest.approx(0.3)
+    assert geo.reach([0.5, 0.5]) == pytest.approx((0.5 ** 0.5, 1.0))
+
+
+def test_arm_hardware_quick(tmp_path):
+    """A7 proposal at test size: both arms train on the same targets; the
+    optimised lengths stay in their bounds and their loss falls; the length
+    gradient (chain rule through the geometry) matches finite differences."""
+    doc, text = _run_quick("arm-hardware", tmp_path)
+    m, s = doc["metrics"], doc["series"]
+    assert "not shown in the paper" in text
+    for key in ("error_fixed_lengths", "error_optimised_lengths"):
+        assert np.isfinite(m[key]) and 0 < m[key] < 2.0
+    lo, hi = doc["bounds_m"]
+    path = np.asarray(s["lengths_optimised_lengths"])
+    assert path.shape == (doc["updates"] + 1, 2) and np.isfinite(path).all()
+    assert (path >= np.asarray(lo) - 1e-12).all() and (path <= np.asarray(hi) + 1e-12).all()
+    assert m["lengths_within_bounds"] and m["lengths_fixed_lengths"] == doc["default_lengths"]
+    assert not np.allclose(path[-1], path[0])          # the lengths moved
+    for arm in ("fixed_lengths", "optimised_lengths"):
+        curve = s[f"loss_{arm}"]
+        assert len(curve) == doc["updates"] + 1 and np.isfinite(curve).all()
+        assert len(s[f"final_distance_{arm}"]) == doc["targets"]
+    # Same start: same controller initialisation and lengths in both arms.
+    assert s["loss_fixed_lengths"][0] == s["loss_optimised_lengths"][0]
+    assert m["optimised_loss_fell"] and m["loss_optimised_lengths"] < s["loss_optimised_lengths"][0]
+    assert m["loss_optimised_lengths"] == min(s["loss_optimised_lengths"])      # best iterate
+    lengths = np.asarray(m["lengths_optimised_lengths"])
+    assert (lengths >= np.asarray(lo) - 1e-12).all() and (lengths <= np.asarray(hi) + 1e-12).all()
+    assert isinstance(m["rejected_steps_optimised_lengths"], int)
+
+    from symphys.experiments import arm_hardware as hw
+    _, geo, ctrl, fn = hw.compiled(hw.QUICK)        # the run's function (cached)
+    targets = np.asarray(s["targets"])
+    weights = ctrl.init(3)
+    lengths = np.array([0.55, 0.6])
+    _, _, grad, _ = hw.evaluate(fn, geo, weights, lengths, targets)
+    h = 1e-5
+    for i in range(2):
+        e = np.eye(2)[i] * h
+        fd = (hw.evaluate(fn, geo, weights, lengths + e, targets)[0]
+              - hw.evaluate(fn, geo, weights, lengths - e, targets)[0]) / (2 * h)
+        assert grad[i] == pytest.approx(fd, rel=1e-3, abs=1e-6)
+
+
 def test_quadruped_gait_quick(tmp_path):
     """A5 at test size: Adam on the exact gradient through contacts and
     servos makes the hopper's open-loop gait faster."""
