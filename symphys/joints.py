@@ -35,6 +35,7 @@ from symphys.algebra import (Mat3, Vec3, cross, dot, matmul, matTvec, matvec, qu
                              safe_div, transpose)
 from symphys.contacts import Gather
 from symphys.model import State, _stack_bodies
+from symphys.params import drag_joints
 from symphys.scene import WORLD, JointType, MotorMode, Scene
 from symphys.solver import (BoundedRow, Mobility, RowBlock, RowGroup, RowKind, RowSpec, row_block,
                             row_group)
@@ -124,10 +125,8 @@ def motor_blocks(scene: Scene) -> list[MotorBlock]:
 def drag_blocks(scene: Scene) -> list[JointBlock]:
     """Blocks of the hinges and sliders whose bearing losses act (all of
     them when the scene has any), no body twice per block."""
-    if not scene.has_joint_drag:
-        return []
-    items = [x for x in _joint_items(scene)
-             if x["type"] in (JointType.HINGE, JointType.SLIDER)]
+    lossy = {j.name for j in drag_joints(scene)}
+    items = [x for x in _joint_items(scene) if scene.joints[x["joint"]].name in lossy]
     groups = _greedy_blocks(items, lambda x: (x["type"], x["b"] is None))
     return [JointBlock(k[0], tuple(x["joint"] for x in blk), tuple(x["a"] for x in blk),
                        _parents(blk)) for k, blk in groups]
@@ -189,7 +188,7 @@ class MotorArrays:
 MOTOR_LEAVES = 3
 
 
-def _perpendicular(axis) -> np.ndarray:
+def perpendicular(axis) -> np.ndarray:
     """A unit vector perpendicular to the unit `axis` (numeric)."""
     helper = np.array([1.0, 0.0, 0.0]) if abs(axis[0]) < 0.57 else np.array([0.0, 1.0, 0.0])
     ref = np.cross(np.cross(axis, helper), axis)
@@ -201,7 +200,7 @@ def joint_frame(axis, ref=None) -> Mat3:
     unit vector perpendicular to axis (a universal joint's axis2), or None
     for any."""
     a = np.asarray(axis, float)
-    ref = _perpendicular(a) if ref is None else np.asarray(ref, float)
+    ref = perpendicular(a) if ref is None else np.asarray(ref, float)
     c = np.cross(a, ref)
     return Mat3(*(float(v) for v in np.stack([a, ref, c], axis=1).ravel()))
 

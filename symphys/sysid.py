@@ -41,6 +41,7 @@ from pytensor.gradient import disconnected_grad
 from symphys.backends import Backend, as_backend, compile
 from symphys.errors import DataError, ParameterError
 from symphys.function_cache import cached
+from symphys.joints import perpendicular
 from symphys.params import check_names, parameter_shapes, resolve_values
 from symphys.recordings import Column, ColumnKind, Recording
 from symphys.rollout import Trajectory, rollout
@@ -97,6 +98,13 @@ class Data:
     weights: np.ndarray
     commands: np.ndarray | None
 
+    def subset(self, keep) -> "Data":
+        """The segments at indices `keep` only."""
+        keep = np.asarray(keep, dtype=np.int64)
+        return Data(self.columns, tuple(self.segments[k] for k in keep), self.steps,
+                    self.observed[keep], self.weights[keep],
+                    None if self.commands is None else self.commands[keep])
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -119,12 +127,13 @@ class FitResult:
     n_residuals: int
     n_parameters: int
     history: list = field(default_factory=list)
+    per_segment: tuple[str, ...] = ()     # names of the per-segment variables
 
     def summary(self) -> dict:
         """JSON-ready values and errors of the shared variables."""
         def plain(x):
             return np.asarray(x).tolist()
-        shared = {k: v for k, v in self.values.items() if np.ndim(v) < 2 or k in (self.stderr or {})}
+        shared = {k: v for k, v in self.values.items() if k not in self.per_segment}
         return {"values": {k: plain(v) for k, v in shared.items()},
                 "stderr": None if self.stderr is None else {k: plain(v) for k, v in
                                                             self.stderr.items()},
@@ -211,9 +220,7 @@ def observe(scene: Scene, traj: Trajectory, columns: Sequence[Column]):
             continue
         joint = joints[col.source]
         axis = np.asarray(joint.axis, float)
-        helper = np.array([1.0, 0.0, 0.0]) if abs(axis[0]) < 0.57 else np.array([0.0, 1.0, 0.0])
-        ref = np.cross(np.cross(axis, helper), axis)
-        ref /= np.linalg.norm(ref)
+        ref = perpendicular(axis)            # the reference the joint rows use
         side = np.cross(axis, ref)
 
         def carried(body, vector):
@@ -696,11 +703,12 @@ def fit_data(scene: Scene, data: Data, variables: Sequence[Variable], *,
         stderr = _standard_errors(J, r, packing)
     seconds = time.perf_counter() - start
     return FitResult(values=values, stderr=stderr, cost=0.5 * float(r @ r),
-                     initial_cost=initial_cost, rms=_rms(evaluator, x),
+                     initial_cost=initial_cost, rms=_rms(evaluator, r),
                      evaluations=evaluator.evaluations, jacobians=evaluator.jacobians,
                      seconds=seconds, success=success, message=message, method=method.value,
                      n_residuals=len(r), n_parameters=packing.size,
-                     history=list(evaluator.history))
+                     history=list(evaluator.history),
+                     per_segment=tuple(v.name for v in packing.local))
 
 
 def _standard_errors(J: np.ndarray, r: np.ndarray, packing: _Packing) -> dict:
@@ -719,18 +727,13 @@ def _standard_errors(J: np.ndarray, r: np.ndarray, packing: _Packing) -> dict:
     return out
 
 
-def _rms(evaluator: _Evaluator, x: np.ndarray) -> dict:
-    """RMS residual per column in its own units (residual x sigma)."""
-    values = evaluator.packing.unpack(x)
-    segs = np.arange(len(evaluator.data.segments))
-    r, _ = evaluator._call(values, segs, np.zeros(evaluator.data.observed.shape), 0.0)
-    w = evaluator.data.weights
-    out = {}
-    for k, col in enumerate(evaluator.data.columns):
-        seen = w[..., k] > 0
-        if seen.any():
-            out[col.name] = float(np.sqrt(np.mean((r[..., k][seen] / w[..., k][seen]) ** 2)))
-    return out
+def _rms(evaluator: _Evaluator, r: np.ndarray) -> dict:
+    """RMS residual per column in its own units (residual x sigma), from
+    the residual vector r (n,) of the observed entries."""
+    rows, w = evaluator.rows, evaluator.data.weights
+    plain = r / w[tuple(rows.T)]
+    return {col.name: float(np.sqrt(np.mean(plain[rows[:, 2] == k] ** 2)))
+            for k, col in enumerate(evaluator.data.columns) if (rows[:, 2] == k).any()}
 
 
 def predict(scene: Scene, data: Data, values: dict, variables: Sequence[Variable], *,

@@ -104,23 +104,20 @@ def cli_main(args) -> int:
         Path(args.json).write_text(json.dumps(doc, indent=1))
         print(f"wrote {args.json}")
     if args.plot:
-        _plot(scene, recordings, args, result, fit_names, segment_names, base)
+        _plot(scene, recordings, args, result, fit_names, segment_names, base, noise)
         print(f"wrote {args.plot}")
     return 0
 
 
-def _plot(scene, recordings, args, result, fit_names, segment_names, base) -> None:
+def _plot(scene, recordings, args, result, fit_names, segment_names, base, noise) -> None:
     """Observed columns against the predictions from the start and the fit."""
     from symphys import sysid
     from symphys.experiments.common import pyplot
 
-    noise = _pairs(args.noise, "noise", _number)
     data = sysid.segment_data(scene, recordings, args.segment_steps, noise)
     shown = min(len(data.segments), 4)
     keep = np.arange(shown)
-    data = sysid.Data(data.columns, data.segments[:shown], data.steps, data.observed[keep],
-                      data.weights[keep], None if data.commands is None else
-                      data.commands[keep])
+    data = data.subset(keep)
     variables = (sysid.scene_variables(scene, fit_names, base)
                  + sysid.scene_variables(scene, segment_names, base, per_segment=True,
                                          segments=shown))
