@@ -280,10 +280,17 @@ def test_double_pendulum_experiment_quick_reads_other_data(tmp_path, capsys):
     for prefix in ("", "constant_velocity_", "no_damping_"):
         for h in ("0.1", "0.25", "0.5"):
             assert np.isfinite(m[f"{prefix}rmse_{h}"]) and m[f"{prefix}rmse_{h}"] > 0
-    # Even barely fitted, the physics beats dead reckoning over 0.1 s.
-    assert m["rmse_0.1"] < m["constant_velocity_rmse_0.1"]
+    # Fitted from the closed-form start on two recordings, the model predicts
+    # a held-out one far better than dead reckoning (quick run here: 0.015
+    # and 0.078 rad against 0.85 and 1.63), and better with its losses.
+    assert m["rmse_0.1"] < 0.05 and m["rmse_0.25"] < 0.2
+    for h in ("0.1", "0.25", "0.5"):
+        assert m[f"rmse_{h}"] < m[f"constant_velocity_rmse_{h}"] / 4
+    assert m["rmse_0.25"] < m["no_damping_rmse_0.25"]
     fit = doc["fits"]["damped"]
     assert fit["cost"] < fit["initial_cost"]
+    # The camera of these recordings is on its side: gravity along image +x.
+    assert abs(fit["values"]["gravity_angle"] - np.pi / 2) < 0.035
     assert doc["fits"]["no_damping"]["values"]["viscous1"] == 0.0
     assert doc["data"] == str(data) and png.stat().st_size > 10_000
     assert "constant velocity" in capsys.readouterr().out

@@ -3,33 +3,33 @@
 Data: IBM's "Double Pendulum Chaotic" recordings (shipped in
 `symphys/data/ibm-double-pendulum`, CDLA-Sharing 1.0): pixel positions of
 the pivot, the elbow and the tip at 400 frames per second. Angles are the
-markers' directions from straight down (image y grows downwards), unwrapped:
-theta1 of the upper arm, theta2 of the lower arm (both absolute).
+markers' directions in the image, from image +y towards image +x,
+unwrapped: theta1 of the upper arm, theta2 of the lower arm (both
+absolute). The camera is not upright (gravity points along image +x in
+these recordings), so gravity's direction in the image is fitted.
 
-Model: two boxes on hinges about -y (positive angle: swinging towards
-image +x), simulated at two steps per video frame (1/800 s). Fitted, shared by all
-segments:
+Model: two uniform boxes hung from hinges about -y (world x is image x,
+world -z image y), simulated at two steps per video frame (1/800 s). A rigid double
+pendulum's angles reveal four mass-geometry ratios (its equations of motion
+do not change when all masses and inertias scale together), and these four
+fitted variables fix them: the upper arm's length l1 (with the markers'
+pivot-elbow distance, the camera scale in m/px), each arm's centre of mass
+as a fraction of l1 (a box hung from its hinge is twice that long, which
+sets its inertia), and the lower arm's mass per kg of upper arm. Also
+fitted: the gravity angle in the image, and at each hinge viscous damping
+and dry friction (per kg of upper arm). The lower arm's length (for
+reporting) is the camera scale times its elbow-tip distance.
 
-- the camera-to-world scale s (m/px), as the upper arm's length l1 = s x
-  its mean pivot-elbow marker distance in px (recordings 0-9; gravity fixes
-  it); the lower arm's length is s x its elbow-tip distance; the camera
-  offset (the pivot's pixel position) is measured from the pivot marker,
-  and angles do not depend on it;
-- each arm's centre of mass along it (as a fraction of its length) and its
-  inertia about that centre (the box length, as a fraction of its length);
-- the lower arm's mass relative to the upper's (the overall mass does not
-  act on the angles);
-- at each hinge, viscous damping and dry friction (per unit upper mass).
+Starting values come in closed form (`regression_start`): given angles,
+rates and accelerations (Savitzky-Golay), the equations of motion are
+linear in the ratios, the gravity direction's sine and cosine and the
+losses; one linear least-squares solve, then the boxes that realise them.
 
 Multiple shooting: recordings 0-9 are cut into 0.25 s segments (every
 `SEGMENT_SPACING`-th of them used), each with its own fitted initial angles
 and rates, started from the markers (rates: Savitzky-Golay derivative).
 Residuals: both angles every 4th frame. SciPy's trust-region least squares
-with the exact Jacobian, then the Gauss-Newton standard errors. (L-BFGS-B
-on the exact gradient stepped to the bounds on its first iteration, where
-the simulation fails: the segments' states and the shared lengths differ
-in scale by orders of magnitude, which the trust region's Jacobian
-scaling absorbs.)
+with the exact Jacobian, then the Gauss-Newton standard errors.
 
 Evaluation, recordings 10-20: from the observed state (angles and
 Savitzky-Golay rates) at the start of windows every 0.25 s, the angle
@@ -53,7 +53,7 @@ import symphys as sp
 from symphys import sysid
 from symphys.errors import DataError
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table
-from symphys.recordings import recording_from_arrays
+from symphys.recordings import parse_column, recording_from_arrays
 
 NAME = "double-pendulum-sysid"
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "ibm-double-pendulum"
@@ -158,28 +158,96 @@ def scene() -> sp.Scene:
             .build())
 
 
-# Variables are scaled to be of order one (L-BFGS-B is not scale-invariant):
-# length1 in m (the camera scale is length1 / the pivot-elbow distance in px),
-# losses in LOSS_UNIT (N m s/rad, N m per kg of upper arm), rates in RATE_UNIT.
-SHARED = ("length1", "com1", "com2", "inertia1", "inertia2", "mass2")
+# Variables are scaled to be of order one: length1 in m (the camera scale is
+# length1 / the pivot-elbow distance in px), com1 and com2 as fractions of
+# length1, mass2 per kg of upper arm, the gravity angle in rad, losses in
+# LOSS_UNIT (N m s/rad, N m per kg of upper arm), rates in RATE_UNIT.
+SHARED = ("length1", "com1", "com2", "mass2", "gravity_angle")
 LOSSES = ("viscous1", "viscous2", "dry1", "dry2")
 LOSS_UNIT = 1e-3
 RATE_UNIT = 10.0             # rad/s
-START = {"length1": 0.3, "com1": 0.5, "com2": 0.5, "inertia1": 1.0, "inertia2": 1.0,
-         "mass2": 0.7, "viscous1": 1.0, "viscous2": 1.0, "dry1": 1.0, "dry2": 1.0}
-BOUNDS = {"length1": (0.02, 3.0), "com1": (0.05, 1.5), "com2": (0.05, 1.5),
-          "inertia1": (0.05, 3.0), "inertia2": (0.05, 3.0), "mass2": (0.05, 10.0),
+GRAVITY = 9.81               # m/s^2
+BOUNDS = {"length1": (0.02, 3.0), "com1": (0.02, 3.0), "com2": (0.02, 3.0),
+          "mass2": (1e-3, 100.0), "gravity_angle": (-2 * np.pi, 2 * np.pi),
           "viscous1": (0.0, 1e3), "viscous2": (0.0, 1e3), "dry1": (0.0, 1e3),
           "dry2": (0.0, 1e3)}
 STATE = "state"              # per segment: theta1, theta2, rate1 / RATE_UNIT, rate2 / RATE_UNIT
+REGRESSION_SAVGOL = (21, 3)  # window (frames), order for the regression's accelerations
 
 
-def variables(losses: bool, segment_states: np.ndarray) -> list[sysid.Variable]:
-    """The fitted variables; segment_states (S, 4): theta1, theta2, rate1,
-    rate2 (rad, rad/s) at each segment's start. Without `losses` the loss
-    variables are held at 0 (bounds 0, 0)."""
-    out = [sysid.Variable(n, (), np.asarray(START[n]), *BOUNDS[n]) for n in SHARED]
-    out += [sysid.Variable(n, (), np.asarray(START[n]), *BOUNDS[n]) if losses else
+def _regression_rows(a: Angles, losses: bool):
+    """Both equations of motion at every frame, linear in the unknowns
+    (B, C, D cos phi, D sin phi, E cos phi, E sin phi[, c1, c2, f1, f2]):
+    returns (rows (2 F, n), right-hand side (2 F,))."""
+    window, order = REGRESSION_SAVGOL
+    t1, t2, w1, w2, a1, a2 = (savgol_filter(t, window, order, deriv=k, delta=FRAME)
+                              for k in (0, 1, 2) for t in (a.theta1, a.theta2))
+    d, rel, z = t1 - t2, w2 - w1, np.zeros_like(t1)
+    upper = [np.cos(d) * a2 + np.sin(d) * w2 ** 2, z, np.sin(t1), -np.cos(t1), z, z]
+    lower = [np.cos(d) * a1 - np.sin(d) * w1 ** 2, a2, z, z, np.sin(t2), -np.cos(t2)]
+    if losses:       # viscous and (smoothed) dry torques at both hinges
+        sign = lambda w: np.tanh(w / 0.05)
+        upper += [w1, -rel, sign(w1), -sign(rel)]
+        lower += [z, rel, z, sign(rel)]
+    rows = np.concatenate([np.stack(upper, axis=1), np.stack(lower, axis=1)])
+    return rows, np.concatenate([-a1, z])
+
+
+def regression_start(angles: list[Angles], losses: bool) -> dict:
+    """Starting values of the shared variables from the equation error.
+
+    With the upper arm's inertia about the pivot A as the unit, a rigid
+    double pendulum's equations of motion (absolute angles, gravity at
+    image angle phi)
+
+        A a1 + B (cos(d) a2 + sin(d) w2^2) + D sin(t1 - phi) = losses
+        B (cos(d) a1 - sin(d) w1^2) + C a2 + E sin(t2 - phi) = losses
+
+    (d = t1 - t2) are linear in B/A, C/A, D/A, E/A, phi's sine and cosine
+    and the losses, given angles, rates and accelerations (Savitzky-Golay).
+    One linear least-squares solve; then the uniform boxes hung from their
+    hinges that have these ratios: l1 = g B / E, and the upper arm's mass
+    as the unit."""
+    parts = [_regression_rows(a, losses) for a in angles]
+    rows = np.concatenate([r for r, _ in parts])
+    rhs = np.concatenate([b for _, b in parts])
+    x = np.linalg.lstsq(rows, rhs, rcond=None)[0]
+    B, C, Dc, Ds, Ec, Es = x[:6]
+    D, E = np.hypot(Dc, Ds), np.hypot(Ec, Es)
+    phi = float(np.arctan2(Ds + Es, Dc + Ec))
+    g, w2 = GRAVITY, WIDTH ** 2 / 12
+    l1 = g * B / E
+    # Lower arm (mass m2, centre d2, own inertia about the elbow
+    # m2 (4/3 d2^2 + w^2/12)): C / E = (4/3 d2^2 + w^2/12) / (g d2).
+    q = C * g / E
+    disc = q * q - 4 * (4 / 3) * w2
+    if not (l1 > 0 and C > 0 and disc > 0):
+        raise DataError(f"{NAME}: the equation-error regression gives no physical double "
+                        f"pendulum (B/A={B:.4g}, C/A={C:.4g}, D/A={D:.4g}, E/A={E:.4g}); "
+                        "are the markers pivot, elbow, tip?")
+    d2 = (q + np.sqrt(disc)) / (8 / 3)
+    # With k = A (kg m^2, upper mass 1 kg): m2 = E k / (g d2), d1 = alpha k,
+    # and A = 4/3 d1^2 + w^2/12 + m2 l1^2, a quadratic in k (larger root).
+    alpha = D / g - E * l1 / (g * d2)
+    a_, b_, c_ = 4 / 3 * alpha ** 2, E * l1 ** 2 / (g * d2) - 1.0, w2
+    k = (-b_ + np.sqrt(b_ * b_ - 4 * a_ * c_)) / (2 * a_)
+    m2, d1 = E * k / (g * d2), alpha * k
+    if not (k > 0 and d1 > 0 and m2 > 0):
+        raise DataError(f"{NAME}: the equation-error regression gives no physical double "
+                        f"pendulum (upper centre {d1:.4g} m, mass ratio {m2:.4g})")
+    start = {"length1": l1, "com1": d1 / l1, "com2": d2 / l1, "mass2": m2,
+             "gravity_angle": phi}
+    loss = x[6:] * k / LOSS_UNIT if losses else np.zeros(4)
+    start.update({n: max(float(v), 1e-2) if losses else 0.0 for n, v in zip(LOSSES, loss)})
+    return {n: float(v) for n, v in start.items()}
+
+
+def variables(start: dict, losses: bool, segment_states: np.ndarray) -> list[sysid.Variable]:
+    """The fitted variables from `start` (regression_start); segment_states
+    (S, 4): theta1, theta2, rate1, rate2 (rad, rad/s) at each segment's
+    start. Without `losses` the loss variables are held at 0 (bounds 0, 0)."""
+    out = [sysid.Variable(n, (), np.asarray(start[n]), *BOUNDS[n]) for n in SHARED]
+    out += [sysid.Variable(n, (), np.asarray(start[n]), *BOUNDS[n]) if losses else
             sysid.Variable(n, (), np.asarray(0.0), 0.0, 0.0) for n in LOSSES]
     scaled = np.asarray(segment_states, float) / np.array([1.0, 1.0, RATE_UNIT, RATE_UNIT])
     return out + [sysid.Variable(STATE, (4,), scaled, per_segment=True)]
@@ -210,22 +278,25 @@ def make_derive():
 
         d1, d2 = v["com1"] * l1, v["com2"] * l1
         elbow = l1[:, None] * down(th1)
-        size = lambda k: pt.stack([WIDTH + zero, WIDTH + zero, v[f"inertia{k}"] * l1], axis=1)
+        # Uniform boxes hung from their hinges: length 2 x the centre's distance.
+        size = lambda d: pt.stack([WIDTH + zero, WIDTH + zero, 2 * d], axis=1)
+        phi = v["gravity_angle"] + zero
         params = {
             "upper.position": d1[:, None] * down(th1),
             "upper.quaternion": quaternion(th1),
             "upper.velocity": (d1 * w1)[:, None] * across(th1),
             "upper.angular_velocity": pt.stack([zero, -w1, zero], axis=1),
-            "upper.size": size(1),
+            "upper.size": size(d1),
             "lower.position": elbow + d2[:, None] * down(th2),
             "lower.quaternion": quaternion(th2),
             "lower.velocity": (l1 * w1)[:, None] * across(th1)
                               + (d2 * w2)[:, None] * across(th2),
             "lower.angular_velocity": pt.stack([zero, -w2, zero], axis=1),
-            "lower.size": size(2),
+            "lower.size": size(d2),
             "lower.mass": v["mass2"],
             "shoulder.anchor": pt.zeros_like(elbow),
             "elbow.anchor": elbow,
+            "world.gravity": GRAVITY * down(phi),
         }
         params.update({"shoulder.viscous_damping": v["viscous1"] * LOSS_UNIT,
                        "elbow.viscous_damping": v["viscous2"] * LOSS_UNIT,
@@ -236,13 +307,15 @@ def make_derive():
     return derive
 
 
+ANGLE_COLUMNS = ("shoulder.angle", "elbow.angle")   # upper absolute, lower relative
+
+
 def angle_recording(model: sp.Scene, angles: Angles, source: str, every: int = OBSERVE_EVERY):
     """Observations: the hinge angles (upper absolute, lower relative)
     every `every` frames."""
     rows = np.arange(0, len(angles.theta1), every)
-    return recording_from_arrays(model, rows * FRAME, {
-        "shoulder.angle": angles.theta1[rows],
-        "elbow.angle": (angles.theta2 - angles.theta1)[rows]}, source=source)
+    return recording_from_arrays(model, rows * FRAME, dict(zip(ANGLE_COLUMNS, (
+        angles.theta1[rows], (angles.theta2 - angles.theta1)[rows]))), source=source)
 
 
 # -- the experiment ------------------------------------------------------------------
@@ -257,12 +330,6 @@ def _segments(recordings, data: sysid.Data, spacing: int):
     return np.asarray(keep)
 
 
-def _subset(data: sysid.Data, keep) -> sysid.Data:
-    return sysid.Data(data.columns, tuple(data.segments[k] for k in keep), data.steps,
-                      data.observed[keep], data.weights[keep],
-                      None if data.commands is None else data.commands[keep])
-
-
 def fit_model(losses: bool, angles: list[Angles], spacing: int, evaluations: int,
               backend: str, show_progress: bool, uncertainty: bool = True):
     """Fit on the given recordings' angles; returns (FitResult, scene, derive)."""
@@ -274,12 +341,13 @@ def fit_model(losses: bool, angles: list[Angles], spacing: int, evaluations: int
                                                                  // SUBSTEPS]
                        for k in keep])
     derive = make_derive()
-    result = sysid.fit_data(model, _subset(data, keep), variables(losses, starts),
+    start = regression_start(angles, losses)
+    result = sysid.fit_data(model, data.subset(keep), variables(start, losses, starts),
                             derive=derive, derive_key=(NAME,),
                             method=sysid.Method.LEAST_SQUARES, backend=backend, chunk=CHUNK,
                             max_evaluations=evaluations, progress=show_progress,
                             uncertainty=uncertainty)
-    return result, model, derive
+    return result, model, derive, start
 
 
 def _windows(n_frames: int, limit: int | None, frames: int) -> np.ndarray:
@@ -302,12 +370,12 @@ def evaluate(result, model, derive, losses, angles: list[Angles], limit,
     starts, truth = np.array(starts), np.array(truth)
     shared = {k: v for k, v in result.values.items() if k != STATE}
     values = dict(shared, **{STATE: starts / np.array([1.0, 1.0, RATE_UNIT, RATE_UNIT])})
-    cols = sysid.segment_data(model, [angle_recording(model, angles[0], "columns")],
-                              steps).columns
+    cols = tuple(parse_column(model, name, NAME) for name in ANGLE_COLUMNS)
     grid = sysid.Data(cols, tuple(sysid.Segment(0, 0) for _ in starts), steps,
                       np.zeros((len(starts), steps + 1, 2)),
                       np.ones((len(starts), steps + 1, 2)), None)
-    pred = sysid.predict(model, grid, values, variables(losses, starts), base=model.parameters(),
+    pred = sysid.predict(model, grid, values, variables(shared, losses, starts),
+                         base=model.parameters(),
                          derive=derive, derive_key=(NAME,),
                          backend=backend, chunk=CHUNK)
     frames = pred[:, ::SUBSTEPS]
@@ -348,13 +416,13 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
     lengths_px = arm_lengths_px(fit_markers)
     fit_angles = [marker_angles(m) for m in fit_markers]
     test_angles = [marker_angles(m) for m in test_markers]
-    fits, rmse, curves, examples = {}, {}, {}, {}
+    fits, starts_from, rmse, curves, examples = {}, {}, {}, {}, {}
     for losses in progress((True, False), NAME, show_progress):
         key = "damped" if losses else "no_damping"
         # Standard errors for the model reported (the baseline's are not shown).
-        result, model, derive = fit_model(losses, fit_angles, cfg["spacing"],
-                                          cfg["evaluations"], backend, show_progress,
-                                          uncertainty=losses)
+        result, model, derive, starts_from[key] = fit_model(
+            losses, fit_angles, cfg["spacing"], cfg["evaluations"], backend, show_progress,
+            uncertainty=losses)
         pred, truth, starts = evaluate(result, model, derive, losses, test_angles,
                                        cfg["windows"], backend)
         fits[key] = result
@@ -370,6 +438,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
     metrics["windows"] = int(len(truth))
     metrics["seconds"] = time.perf_counter() - start
     extra = {"fits": {k: f.summary() for k, f in fits.items()},
+             "regression_starts": starts_from,
              "arm_lengths_px": list(lengths_px),
              "camera_scale_m_per_px": float(fits["damped"].values["length1"]) / lengths_px[0],
              "arm_lengths_m": [float(fits["damped"].values["length1"]),
@@ -398,7 +467,9 @@ def report(result: ExperimentResult) -> str:
                  f"{k} = {v:.4g} ± {fit['stderr'].get(k, float('nan')):.2g}"
                  if fit["stderr"] else f"{k} = {v:.4g}"
                  for k, v in fit["values"].items() if np.ndim(v) == 0),
-             "(com, inertia: fractions of the upper arm's length; losses in 1e-3 N m s/rad "
+             "(com: centres as fractions of the upper arm's length, uniform boxes hung from "
+             "their hinges; gravity_angle: gravity's direction in the image, rad from image +y "
+             "towards +x; losses in 1e-3 N m s/rad "
              "and N m per kg of upper arm)",
              f"arm lengths {result.extra['arm_lengths_m'][0]:.3f} m, "
              f"{result.extra['arm_lengths_m'][1]:.3f} m",
