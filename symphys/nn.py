@@ -305,3 +305,202 @@ class ActionNoise:
     def apply(self, params, observation, carry, time):
         action, carry = self.inner.apply(params, observation, carry, time)
         return action + _step_row(params[f"{self.prefix}.w"], time, self.steps, self.dt), carry
+
+
+# -- images: convolution, pooling and the vision controller ---------------------------
+class ConvMethod(enum.Enum):
+    """How `conv2d` is built.
+
+    SLICES: the k x k shifted views of the zero-padded image stacked on the
+    channel axis, then one matrix product (im2col) with the (k k C_in,
+    C_out) weights. Core ops only: compiles natively on numba, jax and the
+    C VM, and its gradient is the same kind of graph.
+    PYTENSOR: PyTensor's own `pytensor.tensor.signal.convolve2d`, one 2-D
+    convolution per (input, output) channel pair, summed over input
+    channels. PyTensor 3.0.7 implements that Op with SciPy in Python
+    (`perform`): the C VM runs it, JAX has no dispatch for it
+    (compiling raises), and numba falls back to object mode. A reference
+    for SLICES, not a fast path."""
+
+    SLICES = "slices"
+    PYTENSOR = "pytensor"
+
+
+def _zero_border(x, r: int):
+    """x (B, H, W, C) inside a border of r zeros: (B, H + 2r, W + 2r, C).
+    Concatenation rather than `pt.pad`, whose gradient slices at computed
+    offsets that JAX cannot trace."""
+    rows = pt.zeros_like(x[:, :r])
+    x = pt.concatenate([rows, x, rows], axis=1)
+    columns = pt.zeros_like(x[:, :, :r])
+    return pt.concatenate([columns, x, columns], axis=2)
+
+
+def conv2d(x, w, b=None, size: int = 3, method: ConvMethod = ConvMethod.SLICES):
+    """'Same' 2-D cross-correlation, stride 1: x (B, H, W, C_in), w (size,
+    size, C_in, C_out) with size odd, b (C_out,) or None -> (B, H, W,
+    C_out)."""
+    if size % 2 != 1:
+        raise ValueError(f"conv2d: the kernel size must be odd, got {size}")
+    w = pt.as_tensor_variable(w)
+    k, r = size, size // 2
+    padded = _zero_border(x, r)
+    if method is ConvMethod.PYTENSOR:
+        from pytensor.tensor.signal import convolve2d
+        # Convolution flips the kernel: flip it back for a cross-correlation.
+        # Blockwise over (B, 1, C_in, H + 2r, W + 2r) x (1, C_out, C_in, k, k)
+        # (the broadcast axes are new, so statically broadcastable).
+        image = padded.dimshuffle(0, "x", 3, 1, 2)
+        kernel = w[::-1, ::-1].dimshuffle("x", 3, 2, 0, 1)
+        y = convolve2d(image, kernel, mode="valid").sum(axis=2)      # (B, C_out, H, W)
+        y = y.dimshuffle(0, 2, 3, 1)
+    else:
+        # View (i, j) drops i rows before and k - 1 - i after: slice bounds
+        # counted from either end are static, as JAX needs.
+        cut = [slice(i, i - (k - 1) if i < k - 1 else None) for i in range(k)]
+        # One (B H W, C_in) x (C_in, C_out) product per kernel tap, summed:
+        # no reshape with computed sizes (JAX needs concrete shapes).
+        y = sum(pt.matmul(padded[:, cut[i], cut[j], :], w[i, j])
+                for i in range(k) for j in range(k))
+    return y if b is None else y + b
+
+
+def max_pool2d(x, shape: tuple[int, int, int]):
+    """2 x 2 max-pooling, stride 2: x (B, H, W, C) with (H, W, C) = `shape`
+    (static; H and W even) -> (B, H / 2, W / 2, C)."""
+    h, w, c = shape
+    if h % 2 or w % 2:
+        raise ValueError(f"max_pool2d: height and width must be even, got {h} x {w}")
+    return x.reshape((x.shape[0], h // 2, 2, w // 2, 2, c)).max(axis=(2, 4))
+
+
+@dataclass(frozen=True)
+class VisionController:
+    """The camera controller of Degrave et al. (2016): blocks of two 3 x 3
+    convolutions (ReLU) and a 2 x 2 max-pool (`channels` per block), the
+    flattened features (plus any other observation columns) -> dense
+    `dense` (ReLU) -> a recurrent memory of `memory` units (Elman,
+    tanh) -> `head` dense ReLU layers -> tanh action x `output_scale`.
+
+    The image is `image_shape` (H, W, 3) flattened row-major at columns
+    [image_offset, image_offset + H W 3) of the observation (a camera
+    sensor's columns); H and W must divide by 2 ** len(channels). Weights
+    are shared by all worlds (no per-world population axis)."""
+
+    image_shape: tuple[int, int, int]
+    n_out: int
+    n_extra: int = 0                     # other observation columns
+    image_offset: int = 0
+    channels: tuple[int, ...] = (32, 64, 32, 16)
+    convs_per_block: int = 2
+    dense: int = 128
+    memory: int = 128
+    head: tuple[int, ...] = (128, 128)
+    output_scale: float = 1.0
+    output_init: float = 0.1
+    method: ConvMethod = ConvMethod.SLICES
+    prefix: str = "vision"
+
+    def __post_init__(self):
+        h, w, c = self.image_shape
+        scale = 2 ** len(self.channels)
+        if h % scale or w % scale or c < 1:
+            raise ValueError(f"VisionController: image {self.image_shape} must have H and W "
+                             f"divisible by 2 ** {len(self.channels)} = {scale}")
+
+    @property
+    def n_features(self) -> int:
+        h, w, _ = self.image_shape
+        scale = 2 ** len(self.channels)
+        return (h // scale) * (w // scale) * self.channels[-1] + self.n_extra
+
+    def _convs(self):
+        """(name, c_in, c_out) of every convolution, in order."""
+        out, c_in = [], self.image_shape[2]
+        for block, c in enumerate(self.channels):
+            for j in range(self.convs_per_block):
+                out.append((f"conv{block}_{j}", c_in, c))
+                c_in = c
+        return out
+
+    def _dense(self):
+        """(name, n_in, n_out) of the dense layers after the memory."""
+        sizes = (self.memory, *self.head, self.n_out)
+        return [(f"d{k}", a, b) for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))]
+
+    def parameter_shapes(self):
+        p, shapes = self.prefix, {}
+        for name, c_in, c_out in self._convs():
+            shapes[f"{p}.{name}_w"] = (3, 3, c_in, c_out)
+            shapes[f"{p}.{name}_b"] = (c_out,)
+        shapes[f"{p}.feat_w"] = (self.n_features, self.dense)
+        shapes[f"{p}.feat_b"] = (self.dense,)
+        shapes[f"{p}.mem_wx"] = (self.dense, self.memory)
+        shapes[f"{p}.mem_wh"] = (self.memory, self.memory)
+        shapes[f"{p}.mem_b"] = (self.memory,)
+        for name, a, b in self._dense():
+            shapes[f"{p}.{name}_w"] = (a, b)
+            shapes[f"{p}.{name}_b"] = (b,)
+        return shapes
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(int(np.prod(s)) for s in self.parameter_shapes().values())
+
+    def init(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        p, out = self.prefix, {}
+        last = f"{p}.{self._dense()[-1][0]}_w"
+        for name, shape in self.parameter_shapes().items():
+            if len(shape) == 1:
+                out[name] = np.zeros(shape)
+            elif len(shape) == 4:                                    # He, fan-in 9 c_in
+                out[name] = rng.normal(size=shape) * np.sqrt(2.0 / (9 * shape[2]))
+            elif name == f"{p}.mem_wh":
+                out[name] = np.linalg.qr(rng.normal(size=shape))[0] * 0.9
+            else:
+                out[name] = _glorot(rng, shape, self.output_init if name == last else 1.0)
+        return out
+
+    def carry_sizes(self):
+        return (self.memory,)
+
+    def features(self, params, image):
+        """image (B, H, W, C) -> flattened conv features (B, n_features - n_extra)."""
+        p, x = self.prefix, image
+        h, w, _ = self.image_shape
+        for block, c in enumerate(self.channels):
+            for j in range(self.convs_per_block):
+                name = f"{p}.conv{block}_{j}"
+                x = pt.maximum(conv2d(x, params[f"{name}_w"], params[f"{name}_b"],
+                                      method=self.method), 0.0)
+            x = max_pool2d(x, (h, w, c))
+            h, w = h // 2, w // 2
+        return x.reshape((x.shape[0], h * w * self.channels[-1]))
+
+    def apply(self, params, observation, carry, time):
+        p = self.prefix
+        h, w, c = self.image_shape
+        start, stop = self.image_offset, self.image_offset + h * w * c
+        n_obs = h * w * c + self.n_extra
+        # Static widths and the batch read from the input keep every shape
+        # concrete under JAX.
+        obs = pt.specify_shape(observation, (None, n_obs))
+        image = obs[:, start:stop].reshape((obs.shape[0], h, w, c))
+        x = self.features(params, image)
+        if self.n_extra:
+            # The other columns by a constant selection matrix (its gradient
+            # needs no computed split positions).
+            others = [k for k in range(n_obs) if not start <= k < stop]
+            pick = np.zeros((n_obs, self.n_extra))
+            pick[others, np.arange(self.n_extra)] = 1.0
+            x = pt.concatenate([x, pt.dot(obs, pick)], axis=1)
+        x = pt.maximum(pt.dot(x, params[f"{p}.feat_w"]) + params[f"{p}.feat_b"], 0.0)
+        memory = pt.tanh(pt.dot(x, params[f"{p}.mem_wx"]) + pt.dot(carry[0], params[f"{p}.mem_wh"])
+                         + params[f"{p}.mem_b"])
+        x = memory
+        layers = self._dense()
+        for k, (name, _, _) in enumerate(layers):
+            x = pt.dot(x, params[f"{p}.{name}_w"]) + params[f"{p}.{name}_b"]
+            x = pt.tanh(x) if k == len(layers) - 1 else pt.maximum(x, 0.0)
+        return x * self.output_scale, [memory]

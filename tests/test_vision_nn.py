@@ -1,0 +1,139 @@
+"""Convolution, pooling and the vision controller (`symphys.nn`), against
+SciPy's correlation, NumPy pooling and central differences (float64).
+Tiny images; JAX and the C VM (numba compiles of these graphs take minutes
+here)."""
+
+import numpy as np
+import pytensor.tensor as pt
+import pytest
+from scipy.signal import correlate
+
+from symphys import nn
+from symphys.backends import compile as sp_compile
+
+SHAPE = (2, 8, 6, 3)          # B, H, W, C_in
+C_OUT = 4
+
+
+def _reference(x, w, b):
+    out = np.zeros(x.shape[:3] + (w.shape[3],))
+    for n in range(x.shape[0]):
+        for o in range(w.shape[3]):
+            out[n, :, :, o] = b[o] + sum(correlate(x[n, :, :, c], w[:, :, c, o], mode="same")
+                                         for c in range(x.shape[3]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    return (rng.normal(size=SHAPE), rng.normal(size=(3, 3, SHAPE[3], C_OUT)),
+            rng.normal(size=C_OUT), rng.normal(size=SHAPE[:3] + (C_OUT,)))
+
+
+def _conv_function(method, backend):
+    """(x, w, b, probe) -> (conv, loss, dloss/dx, dloss/dw) with loss = sum(probe * conv^2)."""
+    x = pt.tensor("x", shape=(None,) + SHAPE[1:])
+    w = pt.tensor("w", shape=(3, 3, SHAPE[3], C_OUT))
+    b, probe = pt.vector("b"), pt.tensor4("probe")
+    y = nn.conv2d(x, w, b, method=method)
+    loss = (probe * y ** 2).sum()
+    return sp_compile([x, w, b, probe], [y, loss, *pt.grad(loss, [x, w])], backend=backend)
+
+
+@pytest.fixture(scope="module")
+def slices_jax():
+    return _conv_function(nn.ConvMethod.SLICES, "jax")
+
+
+def test_conv2d_is_scipy_correlation_with_zero_padding(slices_jax, data):
+    x, w, b, probe = data
+    np.testing.assert_allclose(slices_jax(x, w, b, probe)[0], _reference(x, w, b), atol=1e-12)
+
+
+def test_conv2d_gradients_match_central_differences(slices_jax, data):
+    x, w, b, probe = data
+    _, _, gx, gw = slices_jax(x, w, b, probe)
+    rng = np.random.default_rng(1)
+    h = 1e-6
+    for _ in range(4):
+        i = tuple(rng.integers(0, n) for n in x.shape)
+        step = np.zeros_like(x)
+        step[i] = h
+        fd = (slices_jax(x + step, w, b, probe)[1] - slices_jax(x - step, w, b, probe)[1]) / (2 * h)
+        assert gx[i] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+        j = tuple(rng.integers(0, n) for n in w.shape)
+        step = np.zeros_like(w)
+        step[j] = h
+        fd = (slices_jax(x, w + step, b, probe)[1] - slices_jax(x, w - step, b, probe)[1]) / (2 * h)
+        assert gw[j] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+
+
+def test_pytensor_convolution_agrees_on_the_c_vm_and_jax_refuses_it(slices_jax, data):
+    """PyTensor's own convolve2d (SciPy inside) gives the same values and
+    gradients on the C VM; JAX has no dispatch for it."""
+    x, w, b, probe = data
+    own = _conv_function(nn.ConvMethod.PYTENSOR, "cvm")(x, w, b, probe)
+    for a, e in zip(own, slices_jax(x, w, b, probe)):
+        np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-10)
+    with pytest.raises(NotImplementedError, match="Convolve2d"):
+        _conv_function(nn.ConvMethod.PYTENSOR, "jax")
+
+
+def test_max_pool_and_its_errors(data):
+    x = data[0]
+    xs = pt.tensor("x", shape=(None,) + SHAPE[1:])
+    f = sp_compile([xs], [nn.max_pool2d(xs, SHAPE[1:])], backend="jax")
+    expected = x.reshape(2, 4, 2, 3, 2, 3).max(axis=(2, 4))
+    np.testing.assert_array_equal(f(x)[0], expected)
+    with pytest.raises(ValueError, match="even"):
+        nn.max_pool2d(xs, (7, 6, 3))
+    with pytest.raises(ValueError, match="odd"):
+        nn.conv2d(xs, np.zeros((2, 2, 3, 1)), size=2)
+
+
+def test_paper_vision_controller_shapes():
+    """Degrave et al.'s controller on a 288 x 96 image: four pools leave
+    18 x 6 x 16 features; 3 x 3 kernels 3->32->32, 32->64->64, 64->32->32,
+    32->16->16; dense 128, memory 128, head 128, 128."""
+    ctrl = nn.VisionController((96, 288, 3), n_out=1)
+    shapes = ctrl.parameter_shapes()
+    assert ctrl.n_features == 18 * 6 * 16
+    assert shapes["vision.conv0_0_w"] == (3, 3, 3, 32)
+    assert shapes["vision.conv1_1_w"] == (3, 3, 64, 64)
+    assert shapes["vision.conv3_1_w"] == (3, 3, 16, 16)
+    assert shapes["vision.feat_w"] == (1728, 128) and shapes["vision.mem_wh"] == (128, 128)
+    assert shapes["vision.d2_w"] == (128, 1) and ctrl.carry_sizes() == (128,)
+    weights = ctrl.init(0)
+    assert set(weights) == set(shapes)
+    assert all(weights[k].shape == s for k, s in shapes.items())
+    with pytest.raises(ValueError, match="divisible"):
+        nn.VisionController((90, 288, 3), n_out=1)
+
+
+def test_small_vision_controller_runs_with_memory():
+    """A small instance: actions within +-output_scale, the memory carried
+    and used (the same image gives another action with another memory),
+    the extra observation columns read, gradients finite."""
+    ctrl = nn.VisionController((8, 8, 3), n_out=2, n_extra=1, image_offset=1,
+                               channels=(4, 4), dense=6, memory=5, head=(6,),
+                               output_scale=2.0, output_init=1.0)
+    weights = ctrl.init(3)
+    names = sorted(weights)
+    syms = {k: pt.tensor(k, shape=weights[k].shape) for k in names}
+    obs, carry = pt.matrix("obs"), pt.matrix("carry")
+    action, (memory,) = ctrl.apply(syms, obs, [carry], None)
+    g = pt.grad(action.sum(), syms["vision.conv0_0_w"])
+    f = sp_compile([obs, carry, *syms.values()], [action, memory, g], backend="jax")
+    rng = np.random.default_rng(0)
+    o = rng.uniform(size=(3, 1 + 8 * 8 * 3))
+    h0 = np.zeros((3, 5))
+    a, h1, grad = f(o, h0, *[weights[k] for k in names])
+    assert a.shape == (3, 2) and np.all(np.abs(a) < 2.0) and h1.shape == (3, 5)
+    assert np.all(np.isfinite(grad)) and np.abs(grad).max() > 0
+    a2, _, _ = f(o, h1, *[weights[k] for k in names])
+    assert np.abs(a2 - a).max() > 1e-6                       # memory acts
+    o2 = o.copy()
+    o2[:, 0] += 1.0                                          # the extra column acts
+    a3, _, _ = f(o2, h0, *[weights[k] for k in names])
+    assert np.abs(a3 - a).max() > 1e-6
