@@ -8,8 +8,8 @@ Stable surface (see README.md):
     loss, grads = sp.value_and_grad(scene, 500, loss_fn, wrt=["ball.velocity"])
 """
 
-from symphys import nn, optim
-from symphys.api import simulate, value_and_grad
+from symphys import camera, nn, optim
+from symphys.api import render, simulate, value_and_grad
 from symphys.function_cache import clear_cache
 from symphys.backends import Backend, compile
 from symphys.errors import (BackendError, ExportError, ParameterError, SceneError,
@@ -17,18 +17,19 @@ from symphys.errors import (BackendError, ExportError, ParameterError, SceneErro
 from symphys.export import export, load_compiled
 from symphys.params import symbols
 from symphys.rollout import Trajectory, rollout
-from symphys.scene import (Body, FrictionModel, Ground, Joint, JointType, Motor, MotorMode,
-                           Scene, Sensor, SensorKind, Shape, SolverOptions)
+from symphys.scene import (Body, Camera, FrictionModel, Ground, Joint, JointType, Motor,
+                           MotorMode, Plane, Scene, Sensor, SensorKind, Shape, SolverOptions,
+                           Texture, TextureKind)
 from symphys.timeloop import LoopOptions
 from symphys.scene_io import SceneBuilder, available_scenes, load_scene, scene_from_dict
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Backend", "BackendError", "Body", "ExportError", "FrictionModel", "Ground", "Joint",
-    "JointType", "LoopOptions", "Motor", "MotorMode", "ParameterError", "Scene",
-    "SceneBuilder", "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions",
-    "SymphysError", "Trajectory", "available_scenes", "clear_cache", "compile", "export",
-    "load_compiled", "load_scene", "nn", "optim", "rollout", "scene_from_dict", "simulate",
-    "symbols", "value_and_grad",
+    "Backend", "BackendError", "Body", "Camera", "ExportError", "FrictionModel", "Ground",
+    "Joint", "JointType", "LoopOptions", "Motor", "MotorMode", "ParameterError", "Plane",
+    "Scene", "SceneBuilder", "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions",
+    "SymphysError", "Texture", "TextureKind", "Trajectory", "available_scenes", "camera",
+    "clear_cache", "compile", "export", "load_compiled", "load_scene", "nn", "optim", "render",
+    "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
 ]

@@ -25,9 +25,15 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from symphys.errors import SceneError
+
+Vec = tuple[float, float, float]
+RGB = tuple[float, float, float]
 
 
 class Shape(enum.Enum):
@@ -47,9 +53,38 @@ class FrictionModel(enum.Enum):
     CONE = "cone"
 
 
+class TextureKind(enum.Enum):
+    IMAGE = "image"       # an image file (PNG), read when the scene is loaded
+    CHECKER = "checker"   # two colours, 2 x 2 squares per repeat
+
+
+@dataclass(frozen=True)
+class Texture:
+    """An image wrapped onto a surface and sampled bilinearly (repeating).
+
+    scale: one repeat of the image spans (u, v) = scale: metres on a plane
+    or the ground; on a body, a fraction of the body's own (u, v) range
+    (each box face, or once around a sphere or capsule: (1, 1)).
+    path: the image file (absolute) of an IMAGE texture; colors: the two
+    colours of a CHECKER."""
+
+    kind: TextureKind
+    path: str = ""
+    colors: tuple[RGB, RGB] = ((0.75, 0.75, 0.75), (0.45, 0.45, 0.45))
+    scale: tuple[float, float] = (1.0, 1.0)
+
+
+# The ground's default look: a grey checkerboard of 0.5 m squares.
+GROUND_CHECKER = Texture(TextureKind.CHECKER)
+
+
 @dataclass(frozen=True)
 class Body:
-    """One rigid body. Vectors are tuples of floats (world frame)."""
+    """One rigid body. Vectors are tuples of floats (world frame).
+
+    color (RGB in [0, 1]; None: a palette colour by body index) and texture
+    are seen by cameras only (`symphys.camera`); no graph of the physics
+    depends on them."""
 
     name: str
     shape: Shape
@@ -64,16 +99,21 @@ class Body:
     friction: float = 1.0
     restitution: float = 0.0
     rolling_friction: float = 0.0            # metres
+    color: RGB | None = None
+    texture: Texture | None = None
 
 
 @dataclass(frozen=True)
 class Ground:
-    """The plane z = height, static."""
+    """The plane z = height, static. color multiplies texture (None: plain
+    color), as cameras see it."""
 
     height: float = 0.0
     friction: float = 1.0
     restitution: float = 0.0
     rolling_friction: float = 0.0
+    color: RGB = (1.0, 1.0, 1.0)
+    texture: Texture | None = GROUND_CHECKER
 
 
 @dataclass(frozen=True)
@@ -253,6 +293,111 @@ class Sensor:
 
 
 @dataclass(frozen=True)
+class Plane:
+    """A static, two-sided infinite plane seen by one camera (a back wall):
+    through `point`, with `normal`; color multiplies texture. Its texture's
+    v axis points down the plane (against world z, or -y when the plane is
+    horizontal) and u completes (u, v, normal) right-handed, so an image on
+    a wall reads upright from the side the normal points to."""
+
+    point: Vec
+    normal: Vec
+    color: RGB = (1.0, 1.0, 1.0)
+    texture: Texture | None = None
+
+
+def _norm(v) -> float:
+    return math.sqrt(sum(float(x) ** 2 for x in v))
+
+
+@dataclass(frozen=True)
+class Camera:
+    """A pinhole RGB camera (`symphys.camera` renders it).
+
+    position (m), direction (the optical axis) and up (image up, need not
+    be orthogonal to direction) are world vectors; focal_length and
+    sensor_size (width, height) are metres, resolution (width, height)
+    pixels; rays_per_pixel: 1, or n**2 rays on an n x n sub-pixel grid,
+    averaged. soft_edge (pixels): 0 for hard outlines, else the scale of a
+    logistic coverage ramp across each body's outline (5% to 95% over
+    about 6 soft_edge pixels), what makes an image loss differentiable
+    with respect to where an outline lies (see `symphys.camera`).
+    light_direction points towards a directional light; ambient in [0, 1]
+    is the light every surface gets; background is the colour of rays
+    that hit nothing; planes are static planes only this camera sees.
+
+    Checked on construction: a bad camera raises `SceneError` naming the
+    camera, the field and `source` (the scene file)."""
+
+    name: str
+    position: Vec
+    direction: Vec
+    up: Vec = (0.0, 0.0, 1.0)
+    focal_length: float = 0.018
+    sensor_size: tuple[float, float] = (0.036, 0.024)
+    resolution: tuple[int, int] = (96, 64)
+    rays_per_pixel: int = 1
+    soft_edge: float = 0.0
+    light_direction: Vec = (0.3, 0.6, 1.0)
+    ambient: float = 0.35
+    background: RGB = (0.70, 0.80, 0.95)
+    planes: tuple[Plane, ...] = ()
+    source: str = field(default="<builder>", repr=False, compare=False)
+
+    def __post_init__(self):
+        def fail(key: str, message: str):
+            raise SceneError(message, source=self.source, item=f"camera '{self.name}'",
+                             field=key)
+
+        for key in ("position", "direction", "up", "light_direction"):
+            value = getattr(self, key)
+            if len(value) != 3 or not all(math.isfinite(float(x)) for x in value):
+                fail(key, f"expected 3 finite numbers, got {value!r}")
+        for key in ("direction", "up", "light_direction"):
+            if _norm(getattr(self, key)) < 1e-9:
+                fail(key, "zero-length vector has no direction")
+        d, u = np.asarray(self.direction, float), np.asarray(self.up, float)
+        if np.linalg.norm(np.cross(d, u)) < 1e-6 * np.linalg.norm(d) * np.linalg.norm(u):
+            fail("up", f"{list(self.up)} is parallel to direction {list(self.direction)}; "
+                 "give a vector across the optical axis (image up)")
+        if not self.focal_length > 0:
+            fail("focal_length", f"must be > 0 (metres), got {self.focal_length!r}")
+        if len(self.sensor_size) != 2 or not all(s > 0 for s in self.sensor_size):
+            fail("sensor_size", f"expected [width, height] > 0 (metres), got "
+                 f"{list(self.sensor_size)}")
+        if (len(self.resolution) != 2 or not all(
+                isinstance(r, (int, np.integer)) and r > 0 for r in self.resolution)):
+            fail("resolution", f"expected [width, height] positive integers (pixels), got "
+                 f"{list(self.resolution)}")
+        n = math.isqrt(self.rays_per_pixel) if (
+            isinstance(self.rays_per_pixel, (int, np.integer)) and self.rays_per_pixel > 0) else 0
+        if not n or n * n != self.rays_per_pixel:
+            fail("rays_per_pixel", f"expected a square number (1, 4, 9, ...: an n x n "
+                 f"sub-pixel grid), got {self.rays_per_pixel!r}")
+        if not (math.isfinite(self.soft_edge) and self.soft_edge >= 0):
+            fail("soft_edge", f"must be >= 0 (pixels; 0: hard edges), got {self.soft_edge!r}")
+        if not 0.0 <= self.ambient <= 1.0:
+            fail("ambient", f"must be in [0, 1], got {self.ambient!r}")
+        check_color(self.background, fail, "background")
+        for i, plane in enumerate(self.planes):
+            key = f"planes[{i}]"
+            if _norm(plane.normal) < 1e-9:
+                fail(f"{key}.normal", "zero-length normal")
+            check_color(plane.color, fail, f"{key}.color")
+
+    @property
+    def samples(self) -> int:
+        """n: rays_per_pixel = n * n."""
+        return math.isqrt(self.rays_per_pixel)
+
+
+def check_color(value, fail, key: str) -> None:
+    """`fail(key, message)` unless `value` is three numbers in [0, 1]."""
+    if len(value) != 3 or not all(0.0 <= float(c) <= 1.0 for c in value):
+        fail(key, f"expected an RGB colour, 3 numbers in [0, 1], got {list(value)}")
+
+
+@dataclass(frozen=True)
 class ContactPair:
     """Two bodies (or a body and "ground") that may touch."""
 
@@ -276,6 +421,9 @@ class Scene:
     sensors: tuple[Sensor, ...] = ()
     source: str = "<builder>"
     raw: str = field(default="", repr=False, compare=False)
+    # Cameras only render; like body colours they shape no physics graph
+    # (`structure_key` leaves them out).
+    cameras: tuple[Camera, ...] = ()
 
     # -- lookups ----------------------------------------------------------
     @property
@@ -284,6 +432,18 @@ class Scene:
 
     def body_index(self, name: str) -> int:
         return self.body_names.index(name)
+
+    def camera(self, name: str) -> Camera:
+        """The camera called `name`; SceneError naming the closest one."""
+        for cam in self.cameras:
+            if cam.name == name:
+                return cam
+        import difflib
+        names = [c.name for c in self.cameras]
+        match = difflib.get_close_matches(str(name), names, n=1, cutoff=0.5)
+        hint = f" (did you mean '{match[0]}'?)" if match else ""
+        raise SceneError(f"unknown camera {name!r}{hint}; the scene's cameras: {names}",
+                         source=self.source, field="cameras")
 
     @property
     def joint_names(self) -> tuple[str, ...]:

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from symphys.errors import SceneError
-from symphys.scene import (WORLD, Body, ContactModel, ContactPair, FrictionModel,
-                           Ground, Joint, JointType, Motor, MotorMode, Scene, Sensor,
-                           SensorKind, Shape, SolverOptions)
+from symphys.scene import (GROUND_CHECKER, WORLD, Body, Camera, ContactModel, ContactPair,
+                           FrictionModel, Ground, Joint, JointType, Motor, MotorMode, Plane,
+                           Scene, Sensor, SensorKind, Shape, SolverOptions, Texture,
+                           TextureKind, check_color)
 
 FORMAT = "symphys-scene/1"
 GROUND = "ground"
@@ -31,14 +32,20 @@ _TOP_FIELDS = {"format", "name", "dt", "gravity", "solver", "ground",
 _BODY_FIELDS = {"name", "shape", "radius", "size", "length", "mass",
                 "density", "position", "quaternion", "velocity",
                 "angular_velocity", "friction", "restitution",
-                "rolling_friction", "color"}
+                "rolling_friction", "color", "texture"}
 _SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
                   "constraint_damping", "position_feedback",
                   "restitution_threshold", "friction_model", "gyroscopic",
                   "renormalisation_iterations", "contact_stiffness", "contact_damping",
                   "velocity_damping", "stiction_velocity",
                   "contact_smoothing"}
-_GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction"}
+_GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction", "color",
+                  "texture"}
+_CAMERA_FIELDS = {"name", "position", "direction", "up", "focal_length", "sensor_size",
+                  "resolution", "rays_per_pixel", "soft_edge", "light_direction", "ambient",
+                  "background", "planes"}
+_PLANE_FIELDS = {"point", "normal", "color", "texture"}
+_TEXTURE_FIELDS = {"image", "checker", "scale"}
 _JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
                  "frequency", "damping", "viscous_damping", "dry_friction"}
 _SENSOR_FIELDS = {"name", "type", "joint", "body", "frequencies", "size", "margin"}
@@ -119,10 +126,14 @@ def _reject_constant(token: str):
 class _Reader:
     """Reads fields of one JSON object, raising errors that name the place."""
 
-    def __init__(self, doc: Any, source: str, item: str, allowed: set[str]):
+    def __init__(self, doc: Any, source: str, item: str, allowed: set[str],
+                 prefix: str = ""):
+        # prefix: where a nested object sits in its item ("planes[0]."),
+        # put before the field names that errors give.
+        self.prefix = prefix
         if not isinstance(doc, dict):
             raise SceneError(f"expected an object, got {type(doc).__name__}",
-                             source=source, item=item)
+                             source=source, item=item, field=prefix.rstrip(".") or None)
         self.doc, self.source, self.item = doc, source, item
         for key in doc:
             if key not in allowed:
@@ -130,7 +141,47 @@ class _Reader:
                           + f"; allowed: {sorted(allowed)}")
 
     def fail(self, field: str, message: str):
-        raise SceneError(message, source=self.source, item=self.item, field=field)
+        raise SceneError(message, source=self.source, item=self.item,
+                         field=self.prefix + field)
+
+    def nested(self, key: str, allowed: set[str]) -> "_Reader":
+        """A reader of the object under `key`, naming errors `key.field`."""
+        return _Reader(self.doc[key], self.source, self.item, allowed,
+                       prefix=f"{self.prefix}{key}.")
+
+    def color(self, key: str, default):
+        """An RGB colour, three numbers in [0, 1]."""
+        value = self.vector(key, 3, default)
+        check_color(value, self.fail, key)
+        return value
+
+    def texture(self, key: str, default=None) -> Texture | None:
+        """A texture object (`{"image": file}` or `{"checker": [rgb, rgb]}`,
+        with an optional "scale": [u, v] > 0), or null for none."""
+        if key not in self.doc:
+            return default
+        if self.doc[key] is None:
+            return None
+        t = self.nested(key, _TEXTURE_FIELDS)
+        if t.has("image") == t.has("checker"):
+            self.fail(key, "give exactly one of 'image' (a file name) or 'checker' "
+                      "(two colours)")
+        scale = t.vector("scale", 2, (1.0, 1.0), positive=True)
+        if t.has("checker"):
+            pair = t.doc["checker"]
+            if not isinstance(pair, list) or len(pair) != 2:
+                t.fail("checker", f"expected two RGB colours, got {pair!r}")
+            sub = _Reader({"[0]": pair[0], "[1]": pair[1]}, self.source, self.item,
+                          {"[0]", "[1]"}, prefix=f"{t.prefix}checker")
+            return Texture(TextureKind.CHECKER, colors=(sub.color("[0]", None),
+                                                        sub.color("[1]", None)), scale=scale)
+        path = _resolve(t.string("image"), self.source)
+        from symphys.camera import texture_pixels
+        try:
+            texture_pixels(Texture(TextureKind.IMAGE, path=str(path)))
+        except (OSError, ValueError, SyntaxError) as exc:
+            t.fail("image", f"cannot read image {str(path)!r}: {exc}")
+        return Texture(TextureKind.IMAGE, path=str(path), scale=scale)
 
     def has(self, key: str) -> bool:
         return key in self.doc
@@ -201,6 +252,16 @@ class _Reader:
         return value
 
 
+def _resolve(name: str, source: str) -> Path:
+    """`name` as a path: relative ones are relative to the scene file's
+    folder (the working directory for scenes not read from a file)."""
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        base = Path(source)
+        path = (base.parent if base.is_file() else Path.cwd()) / path
+    return path.resolve()
+
+
 def _volume(shape: Shape, radius: float, size, length: float) -> float:
     if shape is Shape.SPHERE:
         return 4.0 / 3.0 * math.pi * radius ** 3
@@ -252,6 +313,8 @@ def _read_body(doc, source: str, index: int) -> Body:
         friction=r.number("friction", 1.0, nonneg=True),
         restitution=r.number("restitution", 0.0, nonneg=True),
         rolling_friction=r.number("rolling_friction", 0.0, nonneg=True),
+        color=r.color("color", None) if r.has("color") else None,
+        texture=r.texture("texture"),
     )
 
 
@@ -556,7 +619,9 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
         ground = Ground(height=g.number("height", 0.0),
                         friction=g.number("friction", 1.0, nonneg=True),
                         restitution=g.number("restitution", 0.0, nonneg=True),
-                        rolling_friction=g.number("rolling_friction", 0.0, nonneg=True))
+                        rolling_friction=g.number("rolling_friction", 0.0, nonneg=True),
+                        color=g.color("color", (1.0, 1.0, 1.0)),
+                        texture=g.texture("texture", GROUND_CHECKER))
     bodies_doc = doc.get("bodies")
     if not isinstance(bodies_doc, list) or not bodies_doc:
         r.fail("bodies", "expected a non-empty list of bodies")
@@ -567,8 +632,6 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
             raise SceneError("duplicate body name", source=source,
                              item=f"body '{b.name}'", field="name")
         seen.add(b.name)
-    if doc.get("cameras"):
-        r.fail("cameras", "not supported by this version of symphys yet")
     joints = _read_joints(doc, source, bodies)
     motors = _read_motors(doc, source, joints)
     sensors = _read_sensors(doc, source, bodies, joints)
@@ -580,9 +643,44 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
                          f"{solver.velocity_damping * dt:g}; it must be below 1 (each step "
                          f"scales velocities by 1 - damping * dt)", source=source,
                          item="solver", field="velocity_damping")
+    cameras = _read_cameras(doc, source)
     return Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
                  bodies=bodies, contacts=contacts, joints=joints, motors=motors,
-                 sensors=sensors, source=source, raw=raw)
+                 sensors=sensors, source=source, raw=raw, cameras=cameras)
+
+
+def _read_cameras(doc, source: str) -> tuple[Camera, ...]:
+    """The `cameras` list; geometry is checked by `Camera` itself."""
+    cameras = []
+    d = Camera(name="", position=(0.0, 0.0, 0.0), direction=(1.0, 0.0, 0.0))
+    for r, name in _items(doc, source, "cameras", "camera", _CAMERA_FIELDS):
+        resolution = r.vector("resolution", 2)
+        for i, value in enumerate(resolution):
+            if value != int(value) or value < 1:
+                r.fail("resolution", f"element {i} must be a positive integer (pixels), "
+                       f"got {value!r}")
+        if r.doc.get("planes") is not None and not isinstance(r.doc["planes"], list):
+            r.fail("planes", "expected a list of planes ({\"point\", \"normal\", ...})")
+        planes = []
+        for i, entry in enumerate(_named_items(r.doc, source, "planes", "plane")):
+            p = _Reader(entry, source, r.item, _PLANE_FIELDS, prefix=f"planes[{i}].")
+            planes.append(Plane(point=p.vector("point", 3), normal=p.vector("normal", 3),
+                                color=p.color("color", (1.0, 1.0, 1.0)),
+                                texture=p.texture("texture")))
+        cameras.append(Camera(
+            name=name, position=r.vector("position", 3), direction=r.vector("direction", 3),
+            up=r.vector("up", 3, d.up),
+            focal_length=r.number("focal_length", positive=True),
+            sensor_size=r.vector("sensor_size", 2, positive=True),
+            resolution=tuple(int(v) for v in resolution),
+            rays_per_pixel=r.number("rays_per_pixel", d.rays_per_pixel, positive=True,
+                                    integer=True),
+            soft_edge=r.number("soft_edge", d.soft_edge, nonneg=True),
+            light_direction=r.vector("light_direction", 3, d.light_direction),
+            ambient=r.number("ambient", d.ambient, nonneg=True),
+            background=r.color("background", d.background),
+            planes=tuple(planes), source=source))
+    return tuple(cameras)
 
 
 def _check_penalty_fields(solver: SolverOptions, ground, bodies, source: str) -> None:
@@ -619,10 +717,12 @@ class SceneBuilder:
                            "bodies": []}
 
     def ground(self, height=0.0, friction=1.0, restitution=0.0,
-               rolling_friction=0.0) -> "SceneBuilder":
+               rolling_friction=0.0, **look) -> "SceneBuilder":
+        """The ground; look: `color` and `texture` as cameras see it (see
+        the scene format; default a grey checkerboard)."""
         self._doc["ground"] = {"height": height, "friction": friction,
                                "restitution": restitution,
-                               "rolling_friction": rolling_friction}
+                               "rolling_friction": rolling_friction, **look}
         return self
 
     def body(self, name: str, shape: str, **fields) -> "SceneBuilder":
@@ -666,6 +766,16 @@ class SceneBuilder:
         entry.update({k: (list(np.asarray(v, float).ravel()) if np.ndim(v) else v)
                       for k, v in fields.items()})
         self._doc.setdefault("sensors", []).append(entry)
+        return self
+
+    def camera(self, name: str, **fields) -> "SceneBuilder":
+        """A camera; fields as in the scene format (position, direction, up,
+        focal_length, sensor_size, resolution, rays_per_pixel, soft_edge,
+        light_direction, ambient, background, planes)."""
+        entry = {"name": name}
+        entry.update({k: (list(np.asarray(v).ravel().tolist()) if k != "planes" and np.ndim(v)
+                          else v) for k, v in fields.items()})
+        self._doc.setdefault("cameras", []).append(entry)
         return self
 
     def contacts(self, pairs) -> "SceneBuilder":
