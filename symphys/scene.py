@@ -255,15 +255,16 @@ class SensorKind(enum.Enum):
     TIME = "time"                          # sin, cos of 2 pi f t per frequency: 2 each
     TARGET = "target"                      # a task input given per world: `size`
     TARGET_DISTANCE = "target_distance"    # |body centre - task point|: 1 (reads 3 task inputs)
+    CAMERA = "camera"                      # a scene camera's image, row-major (H, W, 3): H W 3
 
 
 @dataclass(frozen=True)
 class Sensor:
     """One block of the observation vector (see `SensorKind` for sizes).
 
-    source: the joint or body read (empty for time and target);
-    frequencies: Hz, for time features; size: length of a target input;
-    margin: contact distance (m)."""
+    source: the joint or body read, or the camera (empty for time and
+    target); frequencies: Hz, for time features; size: length of a target
+    input, or of a camera's image (H W 3); margin: contact distance (m)."""
 
     name: str
     kind: SensorKind
@@ -280,7 +281,7 @@ class Sensor:
                  SensorKind.TARGET_DISTANCE: 1}
         if self.kind is SensorKind.TIME:
             return 2 * len(self.frequencies)
-        if self.kind is SensorKind.TARGET:
+        if self.kind in (SensorKind.TARGET, SensorKind.CAMERA):
             return self.size
         return fixed[self.kind]
 
@@ -514,4 +515,12 @@ class Scene:
             # Only its presence shapes the graph (the values are inputs); the
             # key is left as it was for scenes without it.
             doc["joint_drag"] = True
+        seen = sorted({x.source for x in self.sensors if x.kind is SensorKind.CAMERA})
+        if seen:
+            # A camera sensor puts the image into the graph: the cameras it
+            # reads and every surface's look shape it (keys of scenes
+            # without one are left as they were).
+            doc["camera_sensors"] = repr(
+                ([self.camera(n) for n in seen], [(b.color, b.texture) for b in self.bodies],
+                 None if self.ground is None else (self.ground.color, self.ground.texture)))
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]

@@ -48,7 +48,8 @@ _PLANE_FIELDS = {"point", "normal", "color", "texture"}
 _TEXTURE_FIELDS = {"image", "checker", "scale"}
 _JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
                  "frequency", "damping", "viscous_damping", "dry_friction"}
-_SENSOR_FIELDS = {"name", "type", "joint", "body", "frequencies", "size", "margin"}
+_SENSOR_FIELDS = {"name", "type", "joint", "body", "camera", "frequencies", "size",
+                  "margin"}
 _MOTOR_FIELDS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque",
                  "command_range", "axis"}
 
@@ -553,8 +554,9 @@ _BODY_SENSORS = (SensorKind.POSITION, SensorKind.VELOCITY, SensorKind.ANGULAR_VE
                  SensorKind.ORIENTATION, SensorKind.CONTACT, SensorKind.TARGET_DISTANCE)
 
 
-def _read_sensors(doc, source: str, bodies, joints) -> tuple[Sensor, ...]:
+def _read_sensors(doc, source: str, bodies, joints, cameras=()) -> tuple[Sensor, ...]:
     body_names = [b.name for b in bodies]
+    camera_by_name = {c.name: c for c in cameras}
     joint_by_name = {j.name: j for j in joints}
     sensors, seen = [], set()
     for i, entry in enumerate(_named_items(doc, source, "sensors", "sensor")):
@@ -566,7 +568,7 @@ def _read_sensors(doc, source: str, bodies, joints) -> tuple[Sensor, ...]:
         source_name, frequencies, size = "", (), 0
         wanted = {"joint": kind in _JOINT_SENSORS, "body": kind in _BODY_SENSORS,
                   "frequencies": kind is SensorKind.TIME, "size": kind is SensorKind.TARGET,
-                  "margin": kind is SensorKind.CONTACT}
+                  "margin": kind is SensorKind.CONTACT, "camera": kind is SensorKind.CAMERA}
         for key, used in wanted.items():
             if r.has(key) and not used:
                 r.fail(key, f"not used by a {kind.value} sensor")
@@ -584,6 +586,13 @@ def _read_sensors(doc, source: str, bodies, joints) -> tuple[Sensor, ...]:
             if source_name not in body_names:
                 r.fail("body", f"unknown body '{source_name}'"
                        + closest(source_name, body_names))
+        elif kind is SensorKind.CAMERA:
+            source_name = r.string("camera")
+            if source_name not in camera_by_name:
+                r.fail("camera", f"unknown camera '{source_name}'"
+                       + closest(source_name, list(camera_by_name)))
+            width, height = camera_by_name[source_name].resolution
+            size = int(width * height * 3)
         elif kind is SensorKind.TIME:
             values = r.doc.get("frequencies")
             if not isinstance(values, list) or not values:
@@ -634,7 +643,8 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
         seen.add(b.name)
     joints = _read_joints(doc, source, bodies)
     motors = _read_motors(doc, source, joints)
-    sensors = _read_sensors(doc, source, bodies, joints)
+    cameras = _read_cameras(doc, source)
+    sensors = _read_sensors(doc, source, bodies, joints, cameras)
     contacts = _read_contacts(doc.get("contacts", "auto"), source, bodies,
                               ground is not None, joints)
     _check_penalty_fields(solver, ground, bodies, source)
@@ -643,7 +653,6 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
                          f"{solver.velocity_damping * dt:g}; it must be below 1 (each step "
                          f"scales velocities by 1 - damping * dt)", source=source,
                          item="solver", field="velocity_damping")
-    cameras = _read_cameras(doc, source)
     return Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
                  bodies=bodies, contacts=contacts, joints=joints, motors=motors,
                  sensors=sensors, source=source, raw=raw, cameras=cameras)

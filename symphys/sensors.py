@@ -11,6 +11,7 @@
     time                      sin(2 pi f t), cos(2 pi f t) per f    2 per f
     target                    task inputs given per world           size
     target_distance           |body centre - task point| (3 inputs) 1
+    camera                    a scene camera's image, row-major     H W 3
 
 Task inputs (B, n_targets) are consumed in sensor order: a target sensor
 reads `size` of them, a target_distance sensor reads 3 (the point).
@@ -87,6 +88,10 @@ def observe(scene: Scene, state: State, time, task, bodies: BodyArrays, world: W
         elif kind is SensorKind.TARGET:
             columns.append(task[:, target_at:target_at + sensor.size])
             target_at += sensor.size
+        elif kind is SensorKind.CAMERA:
+            from symphys.camera import render_state
+            image = render_state(scene, sensor.source, state)       # (B, H, W, 3)
+            columns.append(image.reshape((image.shape[0], sensor.size)))
         elif kind is SensorKind.TARGET_DISTANCE:
             i = body_index[sensor.source]
             point = task[:, target_at:target_at + 3]
