@@ -278,14 +278,14 @@ def render_function(scene: Scene, camera, batched: Iterable[str] = (), backend="
                     batch: int | None = None) -> Compiled:
     """Compiled f(*parameters) -> images (B, H, W, 3) of the scene's initial
     state seen by `camera` (a `Camera` or a camera name)."""
-    from symphys.camera import appearance_key, as_camera, render_state
+    from symphys.camera import as_camera, render_state
     from symphys.model import build_model
 
     camera = as_camera(scene, camera)
     backend = as_backend(backend)
     batched = frozenset(batched)
     size = static_batch(backend, bool(batched), batch)
-    key = ("render", scene.structure_key(), appearance_key(scene, camera), batched, backend,
+    key = ("render", scene.structure_key(), scene.appearance_key(camera), batched, backend,
            size)
 
     def build():

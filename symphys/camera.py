@@ -667,12 +667,5 @@ def render_state(scene: Scene, camera: "Camera | str | None", state,
     return _render(scene, as_camera(scene, camera), state.position, state.rotation, params)
 
 
-def appearance_key(scene: Scene, camera: Camera) -> tuple:
-    """What a render graph holds besides the scene's structure: the camera
-    and how every surface looks (hashable)."""
-    ground = (scene.ground.color, scene.ground.texture) if scene.ground is not None else None
-    return (camera, tuple((b.color, b.texture) for b in scene.bodies), ground)
-
-
-__all__ = ["Camera", "appearance_key", "as_camera", "camera_frame", "project",
+__all__ = ["Camera", "as_camera", "camera_frame", "project",
            "ray_directions", "render", "render_state", "texture_pixels"]

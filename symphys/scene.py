@@ -434,6 +434,12 @@ class Scene:
     def body_index(self, name: str) -> int:
         return self.body_names.index(name)
 
+    def appearance_key(self, camera: Camera) -> tuple:
+        """What a render graph holds besides the structure: the camera and
+        how every surface looks (hashable)."""
+        ground = None if self.ground is None else (self.ground.color, self.ground.texture)
+        return (camera, tuple((b.color, b.texture) for b in self.bodies), ground)
+
     def camera(self, name: str) -> Camera:
         """The camera called `name`; SceneError naming the closest one."""
         for cam in self.cameras:
@@ -520,7 +526,5 @@ class Scene:
             # A camera sensor puts the image into the graph: the cameras it
             # reads and every surface's look shape it (keys of scenes
             # without one are left as they were).
-            doc["camera_sensors"] = repr(
-                ([self.camera(n) for n in seen], [(b.color, b.texture) for b in self.bodies],
-                 None if self.ground is None else (self.ground.color, self.ground.texture)))
+            doc["camera_sensors"] = repr([self.appearance_key(self.camera(n)) for n in seen])
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
