@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from symphys import camera_bench
+
 STEPS = 200
 REPEATS = 5
 TIME_BUDGET_S = 30.0      # stop repeating a timed call after this long (at least one run)
@@ -479,7 +481,8 @@ def _merge_into(doc: dict, path: str) -> None:
     if other.get("steps", STEPS) != STEPS:
         raise ParameterError(f"bench: {path} was run with steps={other['steps']}, "
                              f"this bench runs {STEPS}")
-    for field, key in (("rows", _case_key), ("peers", _peer_key)):
+    for field, key in (("rows", _case_key), ("peers", _peer_key),
+                       ("camera_rows", camera_bench.case_key)):
         new = other.get(field, [])
         keys = {key(r) for r in new}
         doc[field] = [r for r in doc[field] if key(r) not in keys] + new
@@ -496,7 +499,12 @@ def print_report(doc: dict) -> None:
              f"{r['gradient_over_forward']:.1f}", f"{r['compile_cold_s']:.1f}",
              f"{r['compile_warm_s']:.1f}", f"{r['peak_mb']:.0f}"]
             for r in sorted(doc["rows"], key=_case_key)]
-    print(table(head, body))
+    if body:
+        print(table(head, body))
+    if doc.get("camera_rows"):
+        print(f"\ncamera: {camera_bench.SCENE} seen by its {camera_bench.CAMERA!r} camera, "
+              "ms per image (median per call / batch)")
+        print(table(camera_bench.TABLE_HEAD, camera_bench.table_rows(doc["camera_rows"])))
     if doc["peers"]:
         print("\npeers (same scenes and batches, this run)")
         print(table(["scene", "B", "peer", "ns/world-step"],
@@ -522,9 +530,13 @@ def plot(doc: dict, path: str) -> None:
 
     plt = pyplot()
     scenes = [s for s in SCENES if any(r["scene"] == s for r in doc["rows"])]
-    if not scenes:
+    cameras = doc.get("camera_rows", [])
+    panels = len(scenes) + bool(cameras)
+    if not panels:
         return
-    fig, axes = plt.subplots(1, len(scenes), figsize=(4.2 * len(scenes), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.8), squeeze=False)
+    if cameras:
+        camera_bench.plot(axes[0][-1], cameras)
     for ax, scene in zip(axes[0], scenes):
         for (backend, on), colour in zip(
                 [(b, o) for b in BACKENDS for o in (True, False)],
@@ -564,8 +576,10 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
          backends: str | None = None, scenes: str | None = None, batches: str | None = None,
          rewrites: str = "default", resume: bool = False, peers: bool = True,
          plot_path: str | None = None, report_only: bool = False,
-         merge: tuple[str, ...] = ()) -> dict:
+         merge: tuple[str, ...] = (), camera: str | None = None) -> dict:
     """Run the selected cases and peers; print the tables; write JSON and PNG.
+    `camera`: "on" (the camera cases too, `symphys.camera_bench`; the
+    default of a full run), "off" (the default with --quick) or "only".
     `report_only`: run nothing, report what the JSON holds. `merge`: other
     bench JSONs (parts of a matrix run side by side) whose cases, peers and
     notes join this one's (a case or peer in a later file replaces an
@@ -593,9 +607,17 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
         raise ParameterError(f"bench: batches must be integers, got {batches!r}") from None
     if batch_list is not None and min(batch_list) < 1:
         raise ParameterError(f"bench: batches must be >= 1, got {batch_list}")
-    cases = select_cases(quick, scene_list, batch_list, backend_list, rewrite_list)
+    camera = camera or ("off" if quick else "on")
+    if camera not in ("on", "off", "only"):
+        raise ParameterError(f"bench: camera must be on, off or only, got {camera!r}")
+    cases = [] if camera == "only" else select_cases(quick, scene_list, batch_list,
+                                                     backend_list, rewrite_list)
+    camera_cases = [] if camera == "off" else camera_bench.cases(
+        [b for b in backend_list or camera_bench.BACKENDS if b in camera_bench.BACKENDS],
+        batch_list)
 
-    doc = {"steps": STEPS, "rows": [], "peers": [], "failures": [], "notes": []}
+    doc = {"steps": STEPS, "rows": [], "peers": [], "failures": [], "notes": [],
+           "camera_rows": []}
     if (resume or report_only) and json_path and Path(json_path).exists():
         _merge_into(doc, json_path)
     for path in merge:
@@ -605,12 +627,17 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
     done = {_case_key(r) for r in doc["rows"]}
     peer_done = {(p["scene"], p["batch"]) for p in doc["peers"]}
     todo = [] if report_only or merge else [c for c in cases if c not in done]
+    camera_done = {camera_bench.case_key(r) for r in doc["camera_rows"]}
+    camera_todo = [] if report_only or merge else [c for c in camera_cases
+                                                   if c not in camera_done]
     if report_only and not merge and not (json_path and Path(json_path).exists()):
         raise ParameterError(f"bench: nothing to report, {json_path} does not exist")
 
     def save():
-        doc["ratios"] = ratios(doc["rows"], doc["peers"])
-        doc["targets"] = targets(doc["rows"], doc["ratios"])
+        doc["ratios"] = ratios(doc["rows"], doc["peers"]) + camera_bench.ratios(
+            doc["camera_rows"])
+        doc["targets"] = targets(doc["rows"], doc["ratios"]) + [
+            camera_bench.target(doc["camera_rows"])]
         if json_path:
             Path(json_path).parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(str(json_path) + ".tmp")
@@ -633,6 +660,13 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
         save()
 
     run_cases(todo, record, lambda cases: tqdm(cases, desc="bench"))
+    for case in tqdm(camera_todo, desc="bench camera"):
+        try:
+            doc["camera_rows"].append(camera_bench.run_case(*case))
+        except RuntimeError as exc:
+            doc["failures"].append({"camera": list(case), "error": str(exc)[-2000:]})
+            print(f"bench camera case {'/'.join(map(str, case))} failed:\n{exc}")
+        save()
     save()
     print_report(doc)
     if json_path:

@@ -108,7 +108,7 @@ def _cmd_bench(args) -> int:
     bench.main(json_path=args.json, quick=args.quick, backends=args.backends,
                scenes=args.scenes, batches=args.batches, rewrites=args.rewrites,
                resume=args.resume, peers=not args.no_peers, plot_path=args.plot,
-               report_only=args.report, merge=tuple(args.merge or ()))
+               report_only=args.report, merge=tuple(args.merge or ()), camera=args.camera)
     return 0
 
 
@@ -174,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", nargs="+", metavar="JSON",
                    help="join these bench JSONs (parts run side by side) into --json; "
                         "runs nothing")
+    p.add_argument("--camera", choices=["on", "off", "only"], default=None,
+                   help="the camera cases (ms per 288x96 image, numba and jax, batch 1 "
+                        "and 16, hard and soft edges): on (default), off (default with "
+                        "--quick), only")
     p.set_defaults(func=_cmd_bench)
     from symphys.export import add_parser as add_export_parser
     from symphys.sysid_cli import add_parser as add_sysid_parser

@@ -231,7 +231,8 @@ class StepGuard:
     step and 1.18 m from 15% on: a cliff the gradient cannot see). `step`
     is called with each evaluated loss: when it exceeds the best so far by
     more than (`tolerance` - 1) x |best| (for a positive loss: more than
-    `tolerance` x the best; minus a speed works too), the guard returns
+    `tolerance` x the best; minus a speed works too), or it or its
+    gradient is not finite (the simulation blew up), the guard returns
     the best parameters, multiplies the optimiser's rate by `shrink` and
     resets its moments; otherwise it takes the optimiser's
     step. The evaluation spent on a rejected point counts. (Raising the
@@ -254,10 +255,14 @@ class StepGuard:
 
     def step(self, params: dict, loss: float, grads: dict) -> dict:
         loss = float(loss)
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss} at iteration "
-                                     f"{self.optimiser.iteration + 1}")
-        worse = loss - self.best_loss > (self.tolerance - 1.0) * abs(self.best_loss)
+        finite = math.isfinite(loss) and all(np.isfinite(g).all() for g in grads.values())
+        if not finite and self.best_params is None:
+            raise FloatingPointError(f"loss is {loss} (or its gradient is not finite) at "
+                                     f"iteration {self.optimiser.iteration + 1}, before any "
+                                     f"finite point to go back to")
+        # A simulation that blew up (non-finite loss or gradient) is the
+        # worst step of all: undone like a jump.
+        worse = not finite or loss - self.best_loss > (self.tolerance - 1.0) * abs(self.best_loss)
         if self.best_params is not None and worse:
             self.rejections += 1
             self.optimiser.rate_scale *= self.shrink

@@ -202,3 +202,57 @@ def test_repeats_stop_at_the_time_budget():
     seconds, n = bench._median_time(slow, (), repeats=5, budget_s=0.03)
     assert n == 2 == len(calls) and seconds >= 0.02
     assert bench._median_time(lambda: None, (), repeats=3)[1] == 3
+
+
+def test_camera_poses_turn_the_bar_about_its_hinge():
+    from symphys import camera_bench
+    scene = load_scene(camera_bench.SCENE)
+    pos, rot = camera_bench.poses(scene, 3)
+    bar = scene.body_names.index("bar")
+    hinge = np.array([0.0, 0.0, 0.3])
+    tips = pos[:, bar] + rot[:, bar] @ np.array([0.0, 0.0, -0.3])
+    # Hanging, level, upright: the tip 0.6 m from the hinge each time.
+    np.testing.assert_allclose(tips, hinge + 0.6 * np.array([[0, 0, -1], [-1, 0, 0], [0, 0, 1]]),
+                               atol=1e-12)
+    np.testing.assert_allclose(rot[:, bar] @ rot[:, bar].transpose(0, 2, 1),
+                               np.repeat(np.eye(3)[None], 3, 0), atol=1e-12)
+
+
+def test_camera_case_renders_and_differentiates():
+    """One camera case at a small resolution (JAX, soft edges): the image
+    shows the scene and the loss gradient reaches the bar."""
+    from symphys import camera_bench
+    row = camera_bench.measure("jax", 2, "soft", resolution=(32, 16))
+    assert (row["width"], row["height"]) == (32, 16)
+    assert row["forward_ms_per_image"] > 0 and row["gradient_ms_per_image"] > 0
+    assert 0.1 < row["image_mean"] < 0.95 and row["gradient_norm"] > 0
+
+
+def test_camera_rows_ratios_target_and_report(tmp_path, capsys):
+    from symphys import camera_bench
+
+    def row(backend, batch, edges, fwd):
+        return {"backend": backend, "batch": batch, "edges": edges, "width": 288,
+                "height": 96, "forward_ms_per_image": fwd, "gradient_ms_per_image": 4 * fwd,
+                "compile_forward_s": 3.0, "compile_gradient_s": 9.0}
+
+    rows = [row("numba", 16, "hard", 4.0), row("jax", 16, "hard", 2.0),
+            row("numba", 1, "soft", 30.0)]
+    found = {(r["what"], r["batch"]): r["ratio"] for r in camera_bench.ratios(rows)}
+    assert found == {("camera numba / jax forward (hard edges)", 16): pytest.approx(2.0),
+                     ("camera numba / jax gradient (hard edges)", 16): pytest.approx(2.0)}
+    assert camera_bench.target(rows)["status"] == "met"
+    assert camera_bench.target([row("jax", 16, "hard", 6.0)])["status"] == "not met"
+    assert camera_bench.target([row("jax", 1, "hard", 1.0)])["status"] == "not measured"
+    assert camera_bench.cases(["jax"], [16]) == [("jax", 16, "hard"), ("jax", 16, "soft")]
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"steps": bench.STEPS, "rows": [], "peers": [], "notes": [],
+                                "camera_rows": rows}))
+    doc = bench.main(json_path=str(path), report_only=True)
+    out = capsys.readouterr().out
+    assert "render ms/image" in out and "camera numba / jax forward" in out
+    assert any(t["target"].startswith("camera 288x96") and t["status"] == "met"
+               for t in doc["targets"])
+    assert (tmp_path / "bench.png").stat().st_size > 1000
+    with pytest.raises(ParameterError, match="camera must be"):
+        bench.main(json_path=None, camera="sometimes")

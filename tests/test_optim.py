@@ -74,8 +74,14 @@ def test_step_guard_undoes_jumps_over_a_cliff():
     assert sum(v > 5.0 for v in seen) == guard.rejections     # never steps from a cliff
     assert guard.optimiser.rate_scale == 0.5 ** guard.rejections
     assert guard.best_loss < 0.1 + 1e-4 and max(seen[-50:]) < 0.1 + 1e-3
-    with pytest.raises(FloatingPointError, match="loss is nan"):
-        guard.step(x_guard, float("nan"), {"x": np.array(0.0)})
+    # A blown-up simulation (non-finite loss or gradient) is undone too;
+    # with no finite point to go back to it is an error.
+    rejections = guard.rejections
+    assert guard.step(x_guard, float("nan"), {"x": np.array(0.0)}) is guard.best_params
+    assert guard.step(x_guard, 0.2, {"x": np.array(np.inf)}) is guard.best_params
+    assert guard.rejections == rejections + 2
+    with pytest.raises(FloatingPointError, match="loss is nan.*before any finite point"):
+        StepGuard(Adam(learning_rate=0.3)).step(x_guard, float("nan"), {"x": np.array(0.0)})
 
 
 def test_step_guard_on_a_negative_loss():

@@ -19,6 +19,7 @@ EXPERIMENTS = {
     "arm-hardware": "symphys.experiments.arm_hardware",
     "quadruped-gait": "symphys.experiments.quadruped_gait",
     "quadruped-speed": "symphys.experiments.quadruped_speed",
+    "pendulum-camera": "symphys.experiments.pendulum_camera",
     "suh-heaviside": "symphys.experiments.suh_heaviside",
     "suh-ball-wall": "symphys.experiments.suh_ball_wall",
     "suh-double-pendulum": "symphys.experiments.suh_double_pendulum",
