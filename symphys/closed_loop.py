@@ -64,7 +64,8 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
     parameters given per world, (rows, *shape) each (initial states drawn
     per world, say), not differentiated. aux: a second function of
     (trajectory, task), returned last and not differentiated (what a
-    score-function estimate needs from each rollout)."""
+    score-function estimate needs from each rollout); a tuple or list of
+    tensors comes back as that many outputs."""
     backend = as_backend(backend)
     check_names(scene, wrt_params, "wrt_params")
     check_names(scene, world_params, "world_params")
@@ -90,7 +91,8 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
                        controller_params=weights, task=task if scene.n_targets else None,
                        options=options)
         value = loss(traj, task)
-        extra = [] if aux is None else [aux(traj, task)]
+        extra = [] if aux is None else aux(traj, task)
+        extra = list(extra) if isinstance(extra, (list, tuple)) else [extra]
         inputs = [task, *weights.values(), *params.values(), *per_world.values()]
         if not gradient:
             return compile(inputs, [value, *extra] if extra else value, backend)

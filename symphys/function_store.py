@@ -65,15 +65,17 @@ def loss_text(scene, loss, batched: bool, stride: int = 1, extra=()) -> str | No
     comps = [pt.tensor(f"component{i}", dtype="float64", shape=(None, None, n))
              for i in range(STATE_SIZE)]
     try:
-        value = pt.as_tensor_variable(
-            loss(trajectory_from_components(scene, comps, None, batched, stride=stride),
-                 *extra))
+        out = loss(trajectory_from_components(scene, comps, None, batched, stride=stride),
+                   *extra)
+        # An aux function may give several outputs.
+        values = [pt.as_tensor_variable(v)
+                  for v in (out if isinstance(out, (list, tuple)) else [out])]
     except Exception:     # noqa: BLE001 - the real build raises it where it belongs
         return None
     own = set(comps) | set(extra)
-    if any(v not in own for v in graph_inputs([value]) if not isinstance(v, Constant)):
+    if any(v not in own for v in graph_inputs(values) if not isinstance(v, Constant)):
         return None
-    return compile_cache.graph_text([value])
+    return compile_cache.graph_text(values)
 
 
 def function_key(parts: tuple, backend: Backend) -> str:

@@ -26,7 +26,7 @@ import enum
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -451,6 +451,18 @@ class Scene:
         hint = f" (did you mean '{match[0]}'?)" if match else ""
         raise SceneError(f"unknown camera {name!r}{hint}; the scene's cameras: {names}",
                          source=self.source, field="cameras")
+
+    def with_camera(self, camera: Camera) -> "Scene":
+        """This scene with its camera of the same name replaced by `camera`
+        (another resolution, say); camera sensors reading it are resized to
+        the new image (W H 3 columns)."""
+        self.camera(camera.name)                       # SceneError if there is none
+        w, h = camera.resolution
+        sensors = tuple(replace(x, size=w * h * 3)
+                        if x.kind is SensorKind.CAMERA and x.source == camera.name else x
+                        for x in self.sensors)
+        cameras = tuple(camera if c.name == camera.name else c for c in self.cameras)
+        return replace(self, cameras=cameras, sensors=sensors)
 
     @property
     def joint_names(self) -> tuple[str, ...]:

@@ -1,12 +1,11 @@
-"""The camera sensor: a scene camera's image as observation columns, read
-by a vision controller inside the closed loop (JAX, tiny images)."""
+"""The camera sensor: a scene camera's image as observation columns (JAX,
+tiny images)."""
 
 import numpy as np
 import pytensor.tensor as pt
 import pytest
 
 import symphys as sp
-from symphys import nn
 from symphys.api import _inputs
 from symphys.backends import compile as sp_compile
 from symphys.errors import SceneError
@@ -76,24 +75,5 @@ def test_the_camera_read_is_part_of_the_graph_key(scene):
         dataclasses.replace(softer, sensors=()).structure_key()
 
 
-def test_vision_controller_in_the_loop_has_gradients(scene):
-    """Image -> conv net -> servo command -> physics -> next image: the
-    loss (bar tip height) has finite gradients reaching the convolution
-    weights through the rendered images."""
-    from symphys.closed_loop import closed_loop_function
-
-    width, height = RESOLUTION
-    ctrl = nn.VisionController((height, width, 3), n_out=1, channels=(4,), dense=8,
-                               memory=4, head=(4,), output_scale=0.5, output_init=1.0)
-
-    def loss(traj, task):
-        tip = traj.position["bar"][..., 2]
-        return -tip.mean()
-
-    fn = closed_loop_function(scene, 20, ctrl, loss, backend="jax")
-    weights = ctrl.init(0)
-    out = fn(np.zeros((1, 0)), *weights.values())
-    value, grads = out[0], dict(zip(weights, out[1:]))
-    assert np.isfinite(value)
-    assert all(np.all(np.isfinite(g)) for g in grads.values())
-    assert np.abs(grads["vision.conv0_0_w"]).max() > 0
+# A vision controller trained in the closed loop (gradients reaching the
+# convolution weights through the rendered images): tests/test_pendulum_camera.py.

@@ -178,25 +178,6 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
         load_checkpoint(path, {"steps": 100})
 
 
-def test_quadruped_rollout_gradient_is_finite():
-    """The full quadruped (13 bodies, 16 servos, feet and spine on the
-    ground) driven by A2's linear controller for 1 s: the gradient of its
-    forward speed with respect to every controller weight is finite, and
-    not all zero. (The same compiled function serves the quick
-    quadruped-speed run below.)"""
-    from symphys.experiments import quadruped_speed as speed
-    from symphys.scene_io import load_scene
-    scene = load_scene("quadruped")
-    steps = int(round(speed.SECONDS_QUICK / scene.dt))
-    ctrl = speed.controllers()["linear"]
-    fn = speed.speed_function(scene, steps, ctrl, "jax", gradient=True, batch=1)
-    weights = ctrl.init(1)
-    value, *grads = fn(np.zeros((1, 3)), *weights.values())
-    assert np.isfinite(value)
-    assert all(np.isfinite(g).all() for g in grads)
-    assert max(np.abs(g).max() for g in grads) > 1e-6
-
-
 def test_quadruped_speed_quick(tmp_path):
     """A2 at test size (1 s of simulation, JAX, one world, linear and deep
     controllers): every case of the table is timed, and the forward and

@@ -26,10 +26,11 @@ import dataclasses
 import time
 
 import numpy as np
+import pytensor.tensor as pt
 
 from symphys import nn
 from symphys.algebra import safe_vector_norm
-from symphys.closed_loop import closed_loop_function, closed_loop_trajectory
+from symphys.closed_loop import closed_loop_function
 from symphys.experiments.common import (ExperimentResult, load_checkpoint, progress, pyplot,
                                         save_checkpoint, table, verdict)
 from symphys.optim import Adam, StepGuard
@@ -43,7 +44,7 @@ SECONDS, SECONDS_QUICK = 8.0, 0.5
 LAST_SECOND = 1.0
 TARGET_M = 0.05                            # mean tip distance over the last second
 RESOLUTION, RESOLUTION_QUICK = (96, 32), (32, 16)        # (W, H) pixels
-CHANNELS, CHANNELS_QUICK = (8, 16, 16, 16), (4, 4, 4, 4)
+CHANNELS, CHANNELS_QUICK = (8, 16, 16, 16), (4, 4)
 DENSE = MEMORY = 128
 HEAD = (128, 128)
 SOFT_EDGE = 0.5                            # pixels
@@ -58,9 +59,8 @@ PAPER = {"target_m": TARGET_M, "image": [288, 96], "channels": [32, 64, 32, 16],
 def camera_scene(resolution=RESOLUTION):
     """The A6 scene with its camera at `resolution` (W, H), same field of view."""
     scene = load_scene(SCENE)
-    cam = dataclasses.replace(scene.cameras[0], resolution=tuple(resolution),
-                              soft_edge=SOFT_EDGE)
-    return dataclasses.replace(scene, cameras=(cam,))
+    return scene.with_camera(dataclasses.replace(scene.cameras[0], resolution=tuple(resolution),
+                                                 soft_edge=SOFT_EDGE))
 
 
 def controller(resolution=RESOLUTION, channels=CHANNELS) -> nn.VisionController:
@@ -70,7 +70,7 @@ def controller(resolution=RESOLUTION, channels=CHANNELS) -> nn.VisionController:
 
 
 def tip_distance(traj):
-    """(T+1,) or (B, T+1) distance of the bar's tip to GOAL (symbolic or NumPy)."""
+    """(..., T+1) distance of the bar's tip to GOAL (symbolic)."""
     tip = traj.position["bar"] + traj.rotation["bar"][..., :, 2] * TIP[2]
     return safe_vector_norm(tip - GOAL)
 
@@ -79,24 +79,47 @@ def loss(traj, task):
     return tip_distance(traj).mean()
 
 
-def _tip_distance_numeric(traj) -> np.ndarray:
-    tip = traj.position["bar"] + traj.rotation["bar"][..., :, 2] * TIP[2]
-    return np.linalg.norm(tip - GOAL, axis=-1)
+def frame_steps(steps: int) -> np.ndarray:
+    """The FRAMES steps (0..steps) whose camera images the plot shows."""
+    return np.linspace(0, steps, FRAMES).round().astype(int)
+
+
+def rollout_record(scene, steps: int):
+    """aux of the training function: world 0's tip distance (T+1,), cart x
+    (T+1,) and camera frames (FRAMES, H, W, 3) at `frame_steps`, so one
+    compiled function trains and records."""
+    from symphys.camera import render
+
+    index = frame_steps(steps)
+    names = scene.body_names
+
+    def record(traj, task):
+        world0 = (lambda x: x[0]) if traj.batched else (lambda x: x)
+        pos = pt.stack([world0(traj.position[n])[index] for n in names], axis=1)   # (F, N, 3)
+        rot = pt.stack([world0(traj.rotation[n])[index] for n in names], axis=1)   # (F, N, 3, 3)
+        frames = render(scene, scene.cameras[0], pos, rot)
+        return world0(tip_distance(traj)), world0(traj.position["cart"])[:, 0], frames
+
+    return record
 
 
 def _train(scene, ctrl, steps, evaluations, backend, seed, show, checkpoint):
-    """Adam under a StepGuard: (losses, best weights, first weights, wall
-    seconds, compile seconds, rejected steps)."""
+    """Adam under a StepGuard. Returns the losses, the gradient norms (all
+    weights; the first convolution's), the first and the best rollouts'
+    records ({tip, cart_x, frames}), wall and compile seconds and the
+    rejected steps."""
     start = time.perf_counter()
-    fn = closed_loop_function(scene, steps, ctrl, loss, backend=backend)
+    fn = closed_loop_function(scene, steps, ctrl, loss, backend=backend,
+                              aux=rollout_record(scene, steps))
     task = np.zeros((1, 0))
+    first_conv = f"{ctrl.prefix}.conv0_0_w"
     config = {"experiment": NAME, "steps": steps, "seed": seed, "backend": backend,
               "resolution": list(scene.cameras[0].resolution), "channels": list(ctrl.channels),
               "learning_rate": LEARNING_RATE, "optimiser": "adam+step_guard"}
     state = load_checkpoint(checkpoint, config) if checkpoint else None
     if state is None:
-        weights = ctrl.init(seed)
-        state = {"weights": weights, "first": weights, "losses": [], "wall_seconds": 0.0,
+        state = {"weights": ctrl.init(seed), "losses": [], "wall_seconds": 0.0, "first": None,
+                 "gradient_norms": [], "conv_gradient_norms": [],
                  "guard": StepGuard(Adam(learning_rate=LEARNING_RATE, clip_norm=1.0))}
     fn(task, *state["weights"].values())
     compile_s = time.perf_counter() - start
@@ -105,34 +128,27 @@ def _train(scene, ctrl, steps, evaluations, backend, seed, show, checkpoint):
                    initial=len(losses))
     for _ in bar:
         start = time.perf_counter()
-        value, *grads = fn(task, *state["weights"].values())
+        value, *grads, tip, cart_x, frames = fn(task, *state["weights"].values())
+        if state["first"] is None:
+            state["first"] = {"tip": tip, "cart_x": cart_x, "frames": frames}
         losses.append(float(value))
+        grads = dict(zip(state["weights"], grads))
+        state["gradient_norms"].append(float(np.sqrt(sum(np.sum(g ** 2)
+                                                         for g in grads.values()))))
+        # How much of it reaches the first convolution (the pixels' filters).
+        state["conv_gradient_norms"].append(float(np.linalg.norm(grads[first_conv])))
         bar.set_postfix(loss=f"{losses[-1]:.3f} m", rejected=guard.rejections)
-        state["weights"] = guard.step(state["weights"], value,
-                                      dict(zip(state["weights"], grads)))
+        state["weights"] = guard.step(state["weights"], value, grads)
         state["wall_seconds"] += time.perf_counter() - start
         if checkpoint:
             save_checkpoint(checkpoint, config, state)
     bar.close()
-    return (losses, guard.best_params, state["first"], state["wall_seconds"], compile_s,
+    _, *_, tip, cart_x, frames = fn(task, *guard.best_params.values())
+    best = {"tip": tip, "cart_x": cart_x, "frames": frames}
+    norms = {"gradient_norm": state["gradient_norms"],
+             "conv_gradient_norm": state["conv_gradient_norms"]}
+    return (losses, norms, state["first"], best, state["wall_seconds"], compile_s,
             guard.rejections)
-
-
-def camera_frames(scene, traj, times, backend="jax") -> np.ndarray:
-    """(len(times), H, W, 3) camera images of a numeric trajectory at `times` (s)."""
-    import pytensor.tensor as pt
-
-    from symphys.backends import compile
-    from symphys.camera import render
-
-    index = np.clip(np.round(np.asarray(times) / scene.dt).astype(int), 0, len(traj.time) - 1)
-    names = scene.body_names
-    pos = np.stack([traj.position[n][index] for n in names], axis=1)       # (F, N, 3)
-    rot = np.stack([traj.rotation[n][index] for n in names], axis=1)       # (F, N, 3, 3)
-    p = pt.tensor("positions", dtype="float64", shape=pos.shape)
-    r = pt.tensor("rotations", dtype="float64", shape=rot.shape)
-    fn = compile([p, r], render(scene, scene.cameras[0], p, r), backend)
-    return np.asarray(fn(pos, rot))
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress: bool = True,
@@ -147,15 +163,10 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
     seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
     evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
     steps = int(round(seconds / scene.dt))
-    losses, best, first, wall, compile_s, rejected = _train(
+    losses, norms, first, best, wall, compile_s, rejected = _train(
         scene, ctrl, steps, evaluations, backend, seed, show_progress, checkpoint)
-    runs = {k: closed_loop_trajectory(scene, steps, ctrl, w, backend=backend)
-            for k, w in (("first", first), ("best", best))}
-    distance = {k: _tip_distance_numeric(t) for k, t in runs.items()}
     last = max(1, int(round(min(LAST_SECOND, seconds) / scene.dt)))
-    final = float(distance["best"][-last:].mean())
-    times = np.linspace(0.0, steps * scene.dt, FRAMES)
-    frames = camera_frames(scene, runs["best"], times, backend)
+    final = float(np.mean(best["tip"][-last:]))
     metrics = {
         "updates": len(losses),
         "final_tip_distance": final,
@@ -173,10 +184,10 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
                "compile_seconds": compile_s, "resolution": list(resolution),
                "channels": list(ctrl.channels), "learning_rate": LEARNING_RATE,
                "soft_edge_px": SOFT_EDGE},
-        series={"loss": losses, "time": runs["best"].time,
-                "tip_distance_first": distance["first"], "tip_distance_best": distance["best"],
-                "cart_x_best": runs["best"].position["cart"][:, 0],
-                "frame_times": times, "frames": np.round(frames, 3)})
+        series={"loss": losses, **norms, "time": np.arange(steps + 1) * scene.dt,
+                "tip_distance_first": first["tip"], "tip_distance_best": best["tip"],
+                "cart_x_best": best["cart_x"], "frame_times": frame_steps(steps) * scene.dt,
+                "frames": np.round(best["frames"], 3)})
 
 
 def report(result: ExperimentResult) -> str:
@@ -185,7 +196,7 @@ def report(result: ExperimentResult) -> str:
     rows = [["gradient (ours)", m["updates"], f"{m['first_loss']:.3f}", f"{m['best_loss']:.3f}",
              f"{m['final_tip_distance']:.3f}", f"{w}x{h}", "/".join(map(str, x["channels"])),
              f"{x['wall_seconds']:.0f}", f"{x['compile_seconds']:.0f}"],
-            ["paper", "-", "-", "-", f"< {TARGET_M} (swung up, balanced)", "288x96",
+            ["swing-up (paper)", "-", "-", "-", f"< {TARGET_M} (swung up, balanced)", "288x96",
              "32/64/32/16", "-", "-"]]
     head = ["method", "updates", "first loss m", "best loss m", "last-second tip distance m",
             "image", "channels", "wall s", "compile s"]
