@@ -245,6 +245,7 @@ def test_camera_rows_ratios_target_and_report(tmp_path, capsys):
     assert camera_bench.target([row("jax", 16, "hard", 6.0)])["status"] == "not met"
     assert camera_bench.target([row("jax", 1, "hard", 1.0)])["status"] == "not measured"
     assert camera_bench.cases(["jax"], [16]) == [("jax", 16, "hard"), ("jax", 16, "soft")]
+    assert camera_bench.cases([], None) == []     # --backends cvm: no camera case
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"steps": bench.STEPS, "rows": [], "peers": [], "notes": [],
                                 "camera_rows": rows}))
