@@ -9,7 +9,16 @@ import numpy as np
 
 import symphys as sp
 
-BACKEND = "numba"
+# Analytic tests run on JAX: a cold Numba compile of a contact scene takes
+# minutes (10 min for the ball-drop gradient, README "Compile times") where
+# JAX takes under one. test_backends holds Numba to JAX and the C VM.
+BACKEND = "jax"
+
+
+def flight():
+    """One sphere, no ground, no contacts: free flight and spin."""
+    return (sp.SceneBuilder("flight", dt=0.002, iterations=1)
+            .sphere("ball", radius=0.1, mass=1.0, position=[0, 0, 1.1]).build())
 
 
 def drop():

@@ -1,14 +1,11 @@
-"""The engine against analytic answers (float64, numba backend)."""
+"""The engine against analytic answers (float64, JAX backend; test_backends
+holds Numba and the C VM to JAX)."""
 
 import numpy as np
 import pytest
 
 import symphys as sp
 from scenes import BACKEND, box, drop, knock, pair
-
-# The box scene (8 corner contacts, 8 Gauss-Seidel sweeps) runs on JAX: its cold
-# Numba compile takes many minutes (see README, "Compile times").
-BOX_BACKEND = "jax"
 
 G = 9.81
 
@@ -69,14 +66,14 @@ def test_sphere_sliding_ends_rolling_at_five_sevenths(drop_scene):
 def test_box_sliding_stops_after_v0_squared_over_2_mu_g(box_scene):
     v0 = 2.0
     mu = np.sqrt(0.5 * 1.0)    # geometric mean of ground 0.5 and box 1.0
-    tr = sp.simulate(box_scene, 500, params={"crate.velocity": [v0, 0, 0]}, backend=BOX_BACKEND)
+    tr = sp.simulate(box_scene, 500, params={"crate.velocity": [v0, 0, 0]}, backend=BACKEND)
     x = tr.position["crate"][:, 0]
     assert np.abs(tr.velocity["crate"][-1]).max() < 1e-5
     assert x[-1] == pytest.approx(v0 ** 2 / (2 * mu * G), rel=0.02)
 
 
 def test_box_resting_on_ground_stays_put(box_scene):
-    tr = sp.simulate(box_scene, 5000, backend=BOX_BACKEND)      # 10 s
+    tr = sp.simulate(box_scene, 5000, backend=BACKEND)      # 10 s
     drift = np.abs(tr.position["crate"] - tr.position["crate"][0]).max()
     assert drift < 1e-3
     # Gauss-Seidel over the corners leaves a tiny yaw creep (about 1e-4 rad in 10 s).
@@ -86,7 +83,7 @@ def test_box_resting_on_ground_stays_put(box_scene):
 def test_spinning_box_stays_orthonormal(box_scene):
     tr = sp.simulate(box_scene, 10_000, params={
         "ground.height": -1e3, "world.gravity": [0, 0, 0],
-        "crate.angular_velocity": [0.5, 2.0, 0.2]}, backend=BOX_BACKEND)
+        "crate.angular_velocity": [0.5, 2.0, 0.2]}, backend=BACKEND)
     r = tr.rotation["crate"]
     err = np.abs(np.einsum("tji,tjk->tik", r, r) - np.eye(3)).max()
     assert err < 1e-9
