@@ -141,29 +141,6 @@ def test_arm_hardware_quick(tmp_path):
         assert grad[i] == pytest.approx(fd, rel=1e-3, abs=1e-6)
 
 
-def test_quadruped_gait_quick(tmp_path):
-    """A5 at test size: Adam on the exact gradient through contacts and
-    servos makes the hopper's open-loop gait faster."""
-    doc, _ = _run_quick("quadruped-gait", tmp_path, seconds=0.5, evaluations=6)
-    speeds = doc["series"]["speed_m_s"]
-    assert doc["metrics"]["parameters"] == 17_952
-    assert len(speeds) == 6 and max(speeds[1:]) > speeds[0] + 0.01
-    norms = doc["series"]["gradient_norm"]
-    assert len(norms) == 6 and all(np.isfinite(norms)) and min(norms) > 0
-    assert isinstance(doc["metrics"]["rejected_steps"], int)
-    gait = doc["series"]["gait"]
-    assert len(gait) == 13 and np.isfinite(gait["spine"]["position"]).all()
-    # A run stopped after 3 evaluations and resumed from its checkpoint
-    # follows the uninterrupted run's speed curve (same compiled function).
-    from symphys.experiments import quadruped_gait
-    ckpt = tmp_path / "gait.pkl"
-    quadruped_gait.run(quick=True, show_progress=False, seconds=0.5, evaluations=3,
-                       checkpoint=str(ckpt))
-    resumed = quadruped_gait.run(quick=True, show_progress=False, seconds=0.5,
-                                 evaluations=6, checkpoint=str(ckpt))
-    np.testing.assert_allclose(resumed.series["speed_m_s"], speeds, rtol=0, atol=1e-12)
-
-
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     """A checkpoint written with other settings names the file and the field."""
     from symphys.experiments.common import CheckpointError, load_checkpoint, save_checkpoint
@@ -176,26 +153,3 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
     path.write_bytes(b"not a pickle")
     with pytest.raises(CheckpointError, match="not a readable symphys checkpoint"):
         load_checkpoint(path, {"steps": 100})
-
-
-def test_quadruped_speed_quick(tmp_path):
-    """A2 at test size (1 s of simulation, JAX, one world, linear and deep
-    controllers): every case of the table is timed, and the forward and
-    gradient functions agree on the speed."""
-    ckpt = tmp_path / "a2.pkl"
-    doc, text = _run_quick("quadruped-speed", tmp_path, checkpoint=str(ckpt))
-    cases = doc["cases"]
-    assert [(c["controller"], c["batch"]) for c in cases] == [("linear", 1), ("deep", 1)]
-    assert [c["parameters"] for c in cases] == [1296, 55_952]
-    for c in cases:
-        assert c["forward_s"] > 0 and c["gradient_s"] > 0
-        assert np.isfinite(c["gradient_over_forward"])
-        # Two compiled graphs of the same physics (bit-identical here over
-        # 1,000 steps; a little room for another CPU's rounding).
-        assert c["forward_speed_m_s"] == pytest.approx(c["gradient_speed_m_s"],
-                                                       rel=1e-6, abs=1e-12)
-    assert "grad/fwd" in text and "targets:" in text
-    # Run again on its checkpoint: the saved rows come back, none re-timed.
-    from symphys.experiments import quadruped_speed
-    again = quadruped_speed.run(quick=True, show_progress=False, checkpoint=str(ckpt))
-    assert [c["gradient_s"] for c in again.extra["cases"]] == [c["gradient_s"] for c in cases]

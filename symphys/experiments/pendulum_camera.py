@@ -44,7 +44,7 @@ SECONDS, SECONDS_QUICK = 8.0, 0.5
 LAST_SECOND = 1.0
 TARGET_M = 0.05                            # mean tip distance over the last second
 RESOLUTION, RESOLUTION_QUICK = (96, 32), (32, 16)        # (W, H) pixels
-CHANNELS, CHANNELS_QUICK = (8, 16, 16, 16), (4, 4)
+CHANNELS, CHANNELS_QUICK = (8, 16, 16, 16), (4,)
 DENSE = MEMORY = 128
 HEAD = (128, 128)
 SOFT_EDGE = 0.5                            # pixels
