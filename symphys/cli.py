@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", help="default: beside the JSON (results/NAME.png)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--checkpoint", help="save the run here after every evaluation and resume "
-                   "from it when it exists (quadruped-gait, quadruped-speed)")
+                   "from it when it exists (quadruped-gait, quadruped-speed; "
+                   "pendulum-camera keeps its distilled controller there)")
     p.add_argument("--data", help="a folder of other recordings (double-pendulum-sysid)")
     p.set_defaults(func=_cmd_experiment)
 

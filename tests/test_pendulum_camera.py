@@ -4,8 +4,12 @@ vision controller trained through renderer, network and physics."""
 import json
 
 import numpy as np
+import pytensor
+import pytensor.tensor as pt
 import pytest
 
+from symphys.closed_loop import closed_loop_function
+from symphys.experiments import cartpole_teacher as teaching
 from symphys.experiments import pendulum_camera as a6
 from symphys.scene_io import load_scene
 
@@ -31,32 +35,94 @@ def test_with_camera_resizes_the_camera_sensor():
     assert scene.cameras[0].soft_edge == a6.SOFT_EDGE
 
 
+@pytest.fixture(scope="module")
+def teacher():
+    return teaching.Teacher.of(a6.camera_scene(a6.RESOLUTION_QUICK))
+
+
+def test_linearised_step_is_the_bar_on_a_velocity_servo(teacher):
+    scene = load_scene(a6.SCENE)
+    a, b = teaching.linearise(scene)
+    m = teaching.BarModel.of(scene)
+    dt = scene.dt
+    # The servo sets the cart's velocity to gain x (command - x) within the step.
+    assert b[1, 0] == pytest.approx(m.servo_gain, rel=1e-3)
+    assert b[0, 0] == pytest.approx(m.servo_gain * dt, rel=1e-3)
+    # The cart's velocity change tips the bar by m c / I per m/s (c: pivot
+    # to centre of mass, I: inertia about the pivot), and gravity tips the
+    # upright bar at m g c / I per radian.
+    assert b[3, 0] / b[1, 0] == pytest.approx(-m.mass * m.com / m.inertia, rel=5e-3)
+    assert a[3, 2] == pytest.approx(dt * m.mass * m.gravity * m.com / m.inertia, rel=5e-3)
+    closed = a - b @ np.array(teacher.gain)[None]
+    assert np.abs(np.linalg.eigvals(closed)).max() < 0.99
+
+
+def test_teacher_swings_up_and_balances_from_joint_states(teacher):
+    scene = teaching.state_scene(a6.camera_scene(a6.RESOLUTION_QUICK))
+    worlds, steps = 4, int(round(a6.SECONDS / scene.dt))
+    fn = closed_loop_function(scene, steps, teacher.controller, a6._per_world, worlds=worlds,
+                              world_params=teaching.WORLD_STATE, gradient=False,
+                              aux=a6._joint_states)
+    init = a6.starts(teacher.model, np.random.default_rng(0), worlds)
+    tip, states = fn(np.zeros((worlds, 0)), *(init[k] for k in teaching.WORLD_STATE))
+    assert tip[0, 0] == pytest.approx(1.2, abs=1e-12)          # hanging at rest
+    # The joint states read off the trajectory are the world's starts.
+    assert np.allclose(states[:, 0, 3], init["bar.angular_velocity"][:, 1])
+    assert np.allclose(states[:, 0, 1], init["cart.velocity"][:, 0])
+    assert (a6.last_second(tip, scene.dt) < 0.01).all()
+
+
+def test_numpy_law_is_the_controllers(teacher):
+    """The students' labels (NumPy) are the commands the teacher gives in a
+    rollout (symbolic), in both modes (swing and balance)."""
+    obs = pt.matrix("obs", dtype="float64")
+    command, _ = teacher.controller.apply({}, obs, [], None)
+    fn = pytensor.function([obs], command[:, 0])
+    rng = np.random.default_rng(2)
+    states = np.column_stack([rng.uniform(-1, 1, 200), rng.uniform(-3, 3, 200),
+                              rng.uniform(-np.pi, np.pi, 200), rng.uniform(-8, 8, 200)])
+    states[:50, 2] = np.pi + rng.uniform(-0.5, 0.5, 50)              # near the upright
+    expected = teacher.command(states)
+    assert np.allclose(fn(states), expected, rtol=1e-12, atol=1e-12)
+    assert np.all(np.abs(expected) <= teacher.limit) and np.ptp(expected) > 1
+
+
 def test_quick_run_records_frames_and_tip_distance(tmp_path):
     result = a6.run(quick=True, show_progress=False)
     m, s = result.metrics, result.series
     steps = result.extra["steps"]
-    assert m["updates"] == a6.EVALUATIONS_QUICK == len(s["loss"])
+    # Distillation: every round's updates, then fine-tuning on the A6 loss.
+    assert m["imitation_updates"] == a6.ROUNDS_QUICK * a6.IMITATION_UPDATES_QUICK
+    assert len(s["imitation_loss"]) == m["imitation_updates"]
+    assert np.isfinite(s["imitation_loss"]).all()
+    assert m["fine_tune_updates"] == a6.EVALUATIONS_QUICK == len(s["loss"])
+    assert m["updates"] == m["imitation_updates"] + m["fine_tune_updates"]
     assert np.isfinite(s["loss"]).all()
     # Gradients reach the pixels' filters: image -> network -> servo ->
     # physics -> next image, all one graph.
     for key in ("gradient_norm", "conv_gradient_norm"):
-        assert len(s[key]) == m["updates"] and np.isfinite(s[key]).all() and min(s[key]) > 0
-    # The first rollout starts hanging at rest: 1.2 m from the goal.
-    assert s["tip_distance_first"][0] == pytest.approx(1.2, abs=1e-12)
-    assert len(s["tip_distance_best"]) == steps + 1
-    # The loss is the recorded tip distance's mean.
+        assert len(s[key]) == m["fine_tune_updates"] and np.isfinite(s[key]).all()
+        assert min(s[key]) > 0
+    # Every rollout starts hanging at rest: 1.2 m from the goal.
+    for key in ("tip_distance_first", "tip_distance_teacher", "tip_distance_best"):
+        assert s[key][0] == pytest.approx(1.2, abs=1e-12) and len(s[key]) == steps + 1
+    # One student rollout per round after the first (the teacher's), and the final one.
+    assert len(s["tip_distance_rounds"]) == a6.ROUNDS_QUICK
+    # Fine-tuning starts from the distilled controller: its first loss is
+    # the distilled student's hanging-start rollout.
+    assert np.allclose(s["tip_distance_first"], s["tip_distance_rounds"][-1], atol=1e-9)
     assert np.mean(s["tip_distance_first"]) == pytest.approx(s["loss"][0], abs=1e-12)
     w, h = a6.RESOLUTION_QUICK
     frames = np.asarray(s["frames"])
     assert frames.shape == (a6.FRAMES, h, w, 3) and 0 <= frames.min() and frames.max() <= 1
     assert frames[0].std() > 0.02                      # cart, bar and wall in view
-    assert m["final_tip_distance"] == pytest.approx(np.mean(s["tip_distance_best"][-steps:]),
-                                                    abs=1e-12)
+    assert m["final_tip_distance"] == pytest.approx(
+        a6.last_second(np.asarray(s["tip_distance_best"]), result.extra["dt"]), abs=1e-12)
     path = tmp_path / "a6.json"
     result.save(path)
     doc = json.loads(path.read_text())
-    assert doc["metrics"]["updates"] == a6.EVALUATIONS_QUICK
+    assert doc["metrics"]["fine_tune_updates"] == a6.EVALUATIONS_QUICK
     a6.plot(result, str(tmp_path / "a6.png"))
     assert (tmp_path / "a6.png").stat().st_size > 1000
     text = a6.report(result)
-    assert "(paper)" in text and "last-second tip distance" in text
+    assert "(paper)" in text and "last-second tip distance" in text and "distilled" in text

@@ -10,14 +10,29 @@ convolutions and a 2 x 2 max-pool -> dense 128 -> a 128-unit recurrent
 memory -> 128 -> 128 -> tanh cart target), the servo drives the cart, the
 physics moves the bar, and the next image is rendered from the new state,
 all one differentiable graph. Loss: the bar tip's mean distance to
-(0, 0, 0.9) over 8 s. Adam on the exact gradient (through physics,
-controller and renderer) under a `StepGuard`.
+(0, 0, 0.9) over 8 s.
+
+Descending that loss from a random network does not swing the bar up
+(sessions 20-21: open-loop commands and joint-state networks stalled at
+0.6-0.8 m; the gradient through 800 steps of a chaotic swing is no
+guide). The run has three stages:
+
+1. teacher (`cartpole_teacher`): energy-pumping swing-up and an LQR
+   balance on the joint states, its linear model the engine's own step
+   differentiated about the upright bar;
+2. distillation (DAgger, `symphys.imitation`): the vision controller
+   copies the teacher's commands from the rendered images along the
+   teacher's rollouts, then along its own closed-loop rollouts (labelled
+   by the teacher at the states it visits), round after round;
+3. fine-tuning: Adam under a `StepGuard` on the A6 loss itself, through
+   physics, controller and renderer, from the distilled weights.
 
 What is ours, not the paper's (stated in the report): the image is
 rendered at RESOLUTION (the paper's 288 x 96 field of view, fewer pixels)
 and the convolutions have CHANNELS, because the paper's 288 x 96 network
 takes 0.6 s per image forward and backward on this CPU (800 images per
-rollout); soft edges (`Camera.soft_edge`) anti-alias the thin bar.
+rollout); soft edges (`Camera.soft_edge`) anti-alias the thin bar; the
+teacher and the distillation.
 """
 
 from __future__ import annotations
@@ -30,9 +45,12 @@ import pytensor.tensor as pt
 
 from symphys import nn
 from symphys.algebra import safe_vector_norm
+from symphys.backends import compile
 from symphys.closed_loop import closed_loop_function
+from symphys.experiments import cartpole_teacher as teaching
 from symphys.experiments.common import (ExperimentResult, load_checkpoint, progress, pyplot,
                                         save_checkpoint, table, verdict)
+from symphys.imitation import Demonstrations, fit_demonstrations, imitation_function
 from symphys.optim import Adam, StepGuard
 from symphys.scene_io import load_scene
 
@@ -49,8 +67,18 @@ DENSE = MEMORY = 128
 HEAD = (128, 128)
 SOFT_EDGE = 0.5                            # pixels
 CART_RANGE = 1.5                           # m: the tanh output times this is the cart target
-EVALUATIONS, EVALUATIONS_QUICK = 300, 4
-LEARNING_RATE = 1e-3
+# Distillation: rollouts per round (world 0 starts hanging at rest, the
+# others with random cart and bar rates), rounds (the first on the
+# teacher's rollouts), Adam updates per round on chunks (rows, steps,
+# burn-in steps without loss).
+WORLDS, WORLDS_QUICK = 16, 2
+ROUNDS, ROUNDS_QUICK = 6, 2
+IMITATION_UPDATES, IMITATION_UPDATES_QUICK = 300, 3
+CHUNK, CHUNK_QUICK = (8, 40, 8), (2, 10, 2)
+IMITATION_RATE = 1e-3
+START_SPREAD = (0.5, 2.0)                  # std of the random starts' cart (m/s), bar (rad/s) rates
+EVALUATIONS, EVALUATIONS_QUICK = 10, 2     # fine-tuning updates on the A6 loss
+LEARNING_RATE = 1e-4
 FRAMES = 8                                 # camera frames in the plot's strip
 PAPER = {"target_m": TARGET_M, "image": [288, 96], "channels": [32, 64, 32, 16],
          "note": "the paper shows the swing-up and balance; it gives no update count"}
@@ -84,6 +112,12 @@ def frame_steps(steps: int) -> np.ndarray:
     return np.linspace(0, steps, FRAMES).round().astype(int)
 
 
+def last_second(tip: np.ndarray, dt: float) -> np.ndarray:
+    """(...,) mean of tip distances (..., T+1) over the last simulated second."""
+    last = max(1, int(round(min(LAST_SECOND, (tip.shape[-1] - 1) * dt) / dt)))
+    return np.asarray(tip)[..., -last:].mean(-1)
+
+
 def rollout_record(scene, steps: int):
     """aux of the training function: world 0's tip distance (T+1,), cart x
     (T+1,) and camera frames (FRAMES, H, W, 3) at `frame_steps`, so one
@@ -103,136 +137,256 @@ def rollout_record(scene, steps: int):
     return record
 
 
-def _train(scene, ctrl, steps, evaluations, backend, seed, show, checkpoint):
-    """Adam under a StepGuard. Returns the losses, the gradient norms (all
-    weights; the first convolution's), the first and the best rollouts'
-    records ({tip, cart_x, frames}), wall and compile seconds and the
-    rejected steps."""
-    start = time.perf_counter()
+def starts(model: teaching.BarModel, rng: np.random.Generator, worlds: int) -> dict:
+    """Initial states per world: world 0 the experiment's (hanging at rest),
+    the others with random cart and bar rates. Angles start at 0: the
+    joint sensors and the servo read positions from the initial pose."""
+    v = rng.normal(0.0, START_SPREAD[0], worlds)
+    w = rng.normal(0.0, START_SPREAD[1], worlds)
+    v[0] = w[0] = 0.0
+    return model.initial_state(v, np.zeros(worlds), w)
+
+
+def _per_world(traj, task):
+    return tip_distance(traj)
+
+
+def _joint_states(traj, task):
+    return teaching.joint_state(traj)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """The compiled pieces of the teacher and the distillation, for one
+    scene, controller, horizon and world count."""
+
+    scene: object
+    teacher: teaching.Teacher
+    teacher_rollouts: object        # f(task, *initial) -> tip (W, T+1), joint states (W, T+1, 4)
+    student_rollouts: object        # f(task, *weights, *initial) -> the same
+    render: object                  # f(positions (F, 2, 3), rotations (F, 2, 3, 3)) -> images
+    imitate: object                 # imitation_function
+
+    @classmethod
+    def build(cls, scene, ctrl, steps: int, worlds: int, chunk, backend: str) -> "Pipeline":
+        from symphys.camera import render
+
+        teacher = teaching.Teacher.of(scene, backend)
+        common = dict(worlds=worlds, world_params=teaching.WORLD_STATE, gradient=False,
+                      aux=_joint_states, backend=backend)
+        teacher_fn = closed_loop_function(teaching.state_scene(scene), steps,
+                                          teacher.controller, _per_world, **common)
+        student_fn = closed_loop_function(scene, steps, ctrl, _per_world, **common)
+        pos = pt.tensor("positions", dtype="float64", shape=(None, 2, 3))
+        rot = pt.tensor("rotations", dtype="float64", shape=(None, 2, 3, 3))
+        render_fn = compile([pos, rot], render(scene, scene.cameras[0], pos, rot), backend)
+        rows, length, burn_in = chunk
+        imitate = imitation_function(ctrl, rows, length, scene.n_observations, burn_in, backend)
+        return cls(scene, teacher, teacher_fn, student_fn, render_fn, imitate)
+
+    def images(self, states: np.ndarray, batch: int = 400) -> np.ndarray:
+        """Camera observations (..., H W 3) (float32) of joint states (..., 4)."""
+        flat = states.reshape(-1, 4)
+        pos, rot = self.teacher.model.poses(flat[:, 0], flat[:, 2])
+        out = [np.asarray(self.render(pos[i:i + batch], rot[i:i + batch]), np.float32)
+               for i in range(0, len(flat), batch)]
+        return np.concatenate(out).reshape(states.shape[:-1] + (-1,))
+
+
+def _initial(pipe: Pipeline, rng, worlds: int) -> list:
+    values = starts(pipe.teacher.model, rng, worlds)
+    return [values[k] for k in teaching.WORLD_STATE]
+
+
+def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed, show):
+    """DAgger. Returns the weights, the imitation losses (rounds x updates,),
+    the teacher's and each round's student tip distances from the hanging
+    start ((T+1,) each) and every round's students' last-second distances."""
+    rng = np.random.default_rng(seed)
+    data = Demonstrations()
+    task = np.zeros((worlds, 0))
+    rows, length, _ = chunk
+    losses, students, spread = [], [], []
+    teacher_tip = None
+    bar = progress(range(rounds * updates), "imitation", show, total=rounds * updates)
+    for k in range(rounds):
+        init = _initial(pipe, rng, worlds)
+        if k == 0:
+            tip, states = pipe.teacher_rollouts(task, *init)
+            teacher_tip = np.asarray(tip[0])
+        else:
+            tip, states = pipe.student_rollouts(task, *weights.values(), *init)
+            students.append(np.asarray(tip[0]))
+            spread.append(last_second(np.asarray(tip), pipe.scene.dt))
+            bar.set_description(f"imitation (round {k}: {np.sum(spread[-1] < TARGET_M)}/"
+                                f"{worlds} balanced, hanging start {spread[-1][0]:.3f} m)")
+        states = np.asarray(states)
+        data.add(pipe.images(states), pipe.teacher.command(states))
+        weights, part = fit_demonstrations(pipe.imitate, data, weights, rows=rows, length=length,
+                                           updates=updates, learning_rate=IMITATION_RATE,
+                                           rng=rng, bar=bar)
+        losses.extend(part)
+    bar.close()
+    init = _initial(pipe, rng, worlds)
+    tip, _ = pipe.student_rollouts(task, *weights.values(), *init)
+    students.append(np.asarray(tip[0]))
+    spread.append(last_second(np.asarray(tip), pipe.scene.dt))
+    return weights, np.array(losses), teacher_tip, students, spread
+
+
+def _fine_tune(scene, ctrl, weights, steps, evaluations, backend, show):
+    """Adam under a StepGuard on the A6 loss through physics, controller
+    and renderer. Returns the losses, the gradient norms (all weights; the
+    first convolution's), the first and the best rollouts' records ({tip,
+    cart_x, frames}), the best weights, seconds and rejected steps."""
     fn = closed_loop_function(scene, steps, ctrl, loss, backend=backend,
                               aux=rollout_record(scene, steps))
     task = np.zeros((1, 0))
     first_conv = f"{ctrl.prefix}.conv0_0_w"
-    config = {"experiment": NAME, "steps": steps, "seed": seed, "backend": backend,
-              "resolution": list(scene.cameras[0].resolution), "channels": list(ctrl.channels),
-              "learning_rate": LEARNING_RATE, "optimiser": "adam+step_guard"}
-    state = load_checkpoint(checkpoint, config) if checkpoint else None
-    if state is None:
-        state = {"weights": ctrl.init(seed), "losses": [], "wall_seconds": 0.0, "first": None,
-                 "gradient_norms": [], "conv_gradient_norms": [],
-                 "guard": StepGuard(Adam(learning_rate=LEARNING_RATE, clip_norm=1.0))}
-    fn(task, *state["weights"].values())
-    compile_s = time.perf_counter() - start
-    guard, losses = state["guard"], state["losses"]
-    bar = progress(range(len(losses), evaluations), "gradient", show, total=evaluations,
-                   initial=len(losses))
-    for _ in bar:
-        start = time.perf_counter()
-        value, *grads, tip, cart_x, frames = fn(task, *state["weights"].values())
-        if state["first"] is None:
-            state["first"] = {"tip": tip, "cart_x": cart_x, "frames": frames}
+    guard = StepGuard(Adam(learning_rate=LEARNING_RATE, clip_norm=1.0))
+    losses, norms, conv_norms, first = [], [], [], None
+    start = time.perf_counter()
+    for _ in progress(range(evaluations), "fine-tune", show):
+        value, *grads, tip, cart_x, frames = fn(task, *weights.values())
+        if first is None:
+            first = {"tip": tip, "cart_x": cart_x, "frames": frames}
         losses.append(float(value))
-        grads = dict(zip(state["weights"], grads))
-        state["gradient_norms"].append(float(np.sqrt(sum(np.sum(g ** 2)
-                                                         for g in grads.values()))))
+        grads = dict(zip(weights, grads))
+        norms.append(float(np.sqrt(sum(np.sum(g ** 2) for g in grads.values()))))
         # How much of it reaches the first convolution (the pixels' filters).
-        state["conv_gradient_norms"].append(float(np.linalg.norm(grads[first_conv])))
-        bar.set_postfix(loss=f"{losses[-1]:.3f} m", rejected=guard.rejections)
-        state["weights"] = guard.step(state["weights"], value, grads)
-        state["wall_seconds"] += time.perf_counter() - start
-        if checkpoint:
-            save_checkpoint(checkpoint, config, state)
-    bar.close()
-    _, *_, tip, cart_x, frames = fn(task, *guard.best_params.values())
+        conv_norms.append(float(np.linalg.norm(grads[first_conv])))
+        weights = guard.step(weights, value, grads)
+    value, *_, tip, cart_x, frames = fn(task, *guard.best_params.values())
     best = {"tip": tip, "cart_x": cart_x, "frames": frames}
-    norms = {"gradient_norm": state["gradient_norms"],
-             "conv_gradient_norm": state["conv_gradient_norms"]}
-    return (losses, norms, state["first"], best, state["wall_seconds"], compile_s,
-            guard.rejections)
+    return (losses, {"gradient_norm": norms, "conv_gradient_norm": conv_norms}, first, best,
+            guard.best_params, time.perf_counter() - start, guard.rejections)
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress: bool = True,
         seconds: float | None = None, evaluations: int | None = None,
         checkpoint: str | None = None) -> ExperimentResult:
-    """checkpoint: a file to save the run to after every update and to resume
-    from when it exists (same settings), so the long run can be spread over
-    several sittings."""
+    """checkpoint: a file that keeps the distilled weights once made, so a
+    rerun with the same settings goes straight to fine-tuning."""
     resolution = RESOLUTION_QUICK if quick else RESOLUTION
     scene = camera_scene(resolution)
     ctrl = controller(resolution, CHANNELS_QUICK if quick else CHANNELS)
     seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
     evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
+    worlds = WORLDS_QUICK if quick else WORLDS
+    rounds = ROUNDS_QUICK if quick else ROUNDS
+    updates = IMITATION_UPDATES_QUICK if quick else IMITATION_UPDATES
+    chunk = CHUNK_QUICK if quick else CHUNK
     steps = int(round(seconds / scene.dt))
-    losses, norms, first, best, wall, compile_s, rejected = _train(
-        scene, ctrl, steps, evaluations, backend, seed, show_progress, checkpoint)
-    last = max(1, int(round(min(LAST_SECOND, seconds) / scene.dt)))
-    final = float(np.mean(best["tip"][-last:]))
+    config = {"experiment": NAME, "steps": steps, "seed": seed, "backend": backend,
+              "resolution": list(resolution), "channels": list(ctrl.channels), "worlds": worlds,
+              "rounds": rounds, "updates": updates, "chunk": list(chunk)}
+    clock = time.perf_counter()
+    pipe = Pipeline.build(scene, ctrl, steps, worlds, chunk, backend)
+    build_s = time.perf_counter() - clock
+    saved = load_checkpoint(checkpoint, config) if checkpoint else None
+    if saved is None:
+        clock = time.perf_counter()
+        distilled, imitation, teacher_tip, students, spread = _distil(
+            pipe, ctrl, ctrl.init(seed), worlds, rounds, updates, chunk, seed, show_progress)
+        saved = {"weights": distilled, "imitation": imitation, "teacher_tip": teacher_tip,
+                 "students": students, "spread": spread,
+                 "seconds": time.perf_counter() - clock}
+        if checkpoint:
+            save_checkpoint(checkpoint, config, saved)
+    losses, norms, first, best, _, tune_s, rejected = _fine_tune(
+        scene, ctrl, saved["weights"], steps, evaluations, backend, show_progress)
+    dt = scene.dt
+    final = float(last_second(best["tip"], dt))
     metrics = {
-        "updates": len(losses),
         "final_tip_distance": final,
-        "first_loss": losses[0],
-        "best_loss": min(losses),
         "target_met": final < TARGET_M,
-        "loss_fell": min(losses) < losses[0],
+        "teacher_tip_distance": float(last_second(saved["teacher_tip"], dt)),
+        "distilled_tip_distance": float(last_second(saved["students"][-1], dt)),
+        "distilled_loss": losses[0],
+        "best_loss": min(losses),
+        "teacher_loss": float(np.mean(saved["teacher_tip"])),
+        "imitation_updates": len(saved["imitation"]),
+        "dagger_rounds": rounds,
+        "fine_tune_updates": len(losses),
+        "updates": len(saved["imitation"]) + len(losses),
         "rejected_steps": rejected,
         "parameters": ctrl.n_parameters,
+        "students_balanced": [int(np.sum(s < TARGET_M)) for s in saved["spread"]],
     }
     return ExperimentResult(
         name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
-        extra={"backend": backend, "steps": steps, "dt": scene.dt,
-               "seconds_simulated": steps * scene.dt, "wall_seconds": wall,
-               "compile_seconds": compile_s, "resolution": list(resolution),
+        extra={"backend": backend, "steps": steps, "dt": dt, "worlds": worlds,
+               "seconds_simulated": steps * dt, "build_seconds": build_s,
+               "distil_seconds": saved["seconds"], "fine_tune_seconds": tune_s,
+               "wall_seconds": saved["seconds"] + tune_s, "resolution": list(resolution),
                "channels": list(ctrl.channels), "learning_rate": LEARNING_RATE,
+               "imitation_rate": IMITATION_RATE, "chunk": list(chunk),
+               "teacher": {"lqr_gain": list(pipe.teacher.gain), "swing": list(pipe.teacher.swing),
+                           "switch_rad": pipe.teacher.switch},
                "soft_edge_px": SOFT_EDGE},
-        series={"loss": losses, **norms, "time": np.arange(steps + 1) * scene.dt,
+        series={"loss": losses, **norms, "imitation_loss": saved["imitation"],
+                "time": np.arange(steps + 1) * dt, "tip_distance_teacher": saved["teacher_tip"],
+                "tip_distance_rounds": saved["students"], "students_last_second": saved["spread"],
                 "tip_distance_first": first["tip"], "tip_distance_best": best["tip"],
-                "cart_x_best": best["cart_x"], "frame_times": frame_steps(steps) * scene.dt,
+                "cart_x_best": best["cart_x"], "frame_times": frame_steps(steps) * dt,
                 "frames": np.round(best["frames"], 3)})
 
 
 def report(result: ExperimentResult) -> str:
     m, x = result.metrics, result.extra
     w, h = x["resolution"]
-    rows = [["gradient (ours)", m["updates"], f"{m['first_loss']:.3f}", f"{m['best_loss']:.3f}",
-             f"{m['final_tip_distance']:.3f}", f"{w}x{h}", "/".join(map(str, x["channels"])),
-             f"{x['wall_seconds']:.0f}", f"{x['compile_seconds']:.0f}"],
-            ["swing-up (paper)", "-", "-", "-", f"< {TARGET_M} (swung up, balanced)", "288x96",
-             "32/64/32/16", "-", "-"]]
-    head = ["method", "updates", "first loss m", "best loss m", "last-second tip distance m",
-            "image", "channels", "wall s", "compile s"]
+    image, channels = f"{w}x{h}", "/".join(map(str, x["channels"]))
+    rows = [["teacher (joint states)", "-", f"{m['teacher_loss']:.3f}",
+             f"{m['teacher_tip_distance']:.3f}", "-", "-", "-"],
+            ["camera, distilled", m["imitation_updates"], f"{m['distilled_loss']:.3f}",
+             f"{m['distilled_tip_distance']:.3f}", image, channels, f"{x['distil_seconds']:.0f}"],
+            ["camera, fine-tuned (ours)", m["updates"], f"{m['best_loss']:.3f}",
+             f"{m['final_tip_distance']:.3f}", image, channels, f"{x['wall_seconds']:.0f}"],
+            ["swing-up (paper)", "-", "-", f"< {TARGET_M} (swung up, balanced)", "288x96",
+             "32/64/32/16", "-"]]
+    head = ["controller", "updates", "loss m", "last-second tip distance m", "image",
+            "channels", "wall s"]
     return (table(head, rows)
             + f"\ncontroller: {m['parameters']} parameters, sees only the camera "
-            + f"({x['seconds_simulated']:.1f} s at dt {x['dt']} s, {x['backend']})"
+            + f"({x['seconds_simulated']:.1f} s at dt {x['dt']} s, {x['backend']}); "
+            + f"{m['dagger_rounds']} DAgger rounds, {m['fine_tune_updates']} fine-tuning updates "
+            + f"({m['rejected_steps']} undone by the guard)"
+            + f"\nstudents balanced (< {TARGET_M} m) per round, of {x['worlds']} starts: "
+            + f"{m['students_balanced']}"
             + f"\ntarget: mean tip distance over the last second < {TARGET_M} m: "
-            + verdict(m["target_met"])
-            + f"\nsteps undone by the guard: {m['rejected_steps']}")
+            + verdict(m["target_met"]))
 
 
 def plot(result: ExperimentResult, path: str) -> None:
     plt = pyplot()
     s = result.series
     frames = np.asarray(s["frames"])
-    fig = plt.figure(figsize=(12, 7))
+    fig = plt.figure(figsize=(13, 7))
     grid = fig.add_gridspec(3, len(frames), height_ratios=[0.6, 1, 1])
     for k, image in enumerate(frames):
         ax = fig.add_subplot(grid[0, k])
         ax.imshow(np.clip(image, 0, 1), interpolation="nearest")
         ax.set_title(f"{s['frame_times'][k]:.1f} s", fontsize=8)
         ax.axis("off")
-    half = len(frames) // 2
-    ax_tip = fig.add_subplot(grid[1:, :half])
-    ax_tip.plot(s["time"], s["tip_distance_first"], color="0.6", label="first controller")
-    ax_tip.plot(s["time"], s["tip_distance_best"], color="C0", label="best controller")
+    third = len(frames) // 3
+    ax_tip = fig.add_subplot(grid[1:, :len(frames) - 2 * third])
+    ax_tip.plot(s["time"], s["tip_distance_teacher"], color="0.6", label="teacher (joint states)")
+    ax_tip.plot(s["time"], s["tip_distance_first"], color="C1", label="camera, distilled")
+    ax_tip.plot(s["time"], s["tip_distance_best"], color="C0", label="camera, fine-tuned")
     ax_tip.axhline(TARGET_M, ls="--", color="k", lw=0.8, label=f"target {TARGET_M} m")
     ax_tip.set_xlabel("time (s)")
     ax_tip.set_ylabel("tip distance to (0, 0, 0.9) (m)")
     ax_tip.legend(fontsize=8)
-    ax_loss = fig.add_subplot(grid[1:, half:])
-    ax_loss.plot(range(1, len(s["loss"]) + 1), s["loss"])
-    ax_loss.set_xlabel("update")
-    ax_loss.set_ylabel("loss: mean tip distance (m)")
+    ax_imit = fig.add_subplot(grid[1:, len(frames) - 2 * third:len(frames) - third])
+    ax_imit.semilogy(np.arange(1, len(s["imitation_loss"]) + 1), s["imitation_loss"], lw=0.6)
+    ax_imit.set_xlabel("imitation update")
+    ax_imit.set_ylabel("squared command error (m^2)")
+    ax_loss = fig.add_subplot(grid[1:, len(frames) - third:])
+    ax_loss.plot(range(1, len(s["loss"]) + 1), s["loss"], marker="o")
+    ax_loss.set_xlabel("fine-tuning update")
+    ax_loss.set_ylabel("A6 loss: mean tip distance (m)")
     w, h = result.extra["resolution"]
-    fig.suptitle(f"A6 pendulum swing-up from a {w}x{h} camera: best controller's frames")
+    fig.suptitle(f"A6 pendulum swing-up from a {w}x{h} camera: frames of the final controller")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,0 +1,118 @@
+"""Teaching a controller to copy another's commands from its own
+observations (behaviour cloning, and DAgger's aggregated data).
+
+A recurrent controller (a `symphys.nn` controller with a carry, e.g. the
+camera `VisionController`) reads observation sequences and is fitted, by
+Adam on the exact gradient through its memory, to the commands a teacher
+gave at the same steps:
+
+    fit = imitation_function(controller, rows=8, length=40, burn_in=8)
+    loss, *grads = fit(observations, commands, *weights.values())
+
+observations: (rows, length, n_obs); commands: (rows, length, n_out). The
+memory starts at zero at each chunk's first step; the first `burn_in`
+steps only fill it (they carry no loss), so the controller learns to act
+from a memory that has seen a few steps, as it has in a rollout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+
+from symphys.backends import Backend, Compiled, as_backend, compile
+from symphys.closed_loop import _weight_inputs
+from symphys.errors import ParameterError
+from symphys.function_cache import cached
+from symphys.optim import Adam
+
+
+def imitation_function(controller, rows: int, length: int, n_obs: int, burn_in: int = 0,
+                       backend: "str | Backend" = "jax") -> Compiled:
+    """Compiled f(observations (rows, length, n_obs), commands (rows,
+    length, n_out), *weights) -> [mean squared command error over steps
+    >= burn_in, *d weights]."""
+    backend = as_backend(backend)
+    if not 0 <= burn_in < length:
+        raise ParameterError(f"imitation: burn_in ({burn_in}) must lie in [0, length = {length})")
+    key = ("imitation", controller, rows, length, n_obs, burn_in, backend)
+
+    def build():
+        weights = _weight_inputs(controller, None)
+        obs = pt.tensor("observations", dtype="float64", shape=(rows, length, n_obs))
+        target = pt.tensor("commands", dtype="float64", shape=(rows, length, controller.n_out))
+        names = list(weights)
+        carry0 = [pt.zeros((rows, size)) for size in controller.carry_sizes()]
+        n_carry = len(carry0)
+
+        def body(o, *state_and_weights):
+            carry = list(state_and_weights[:n_carry])
+            params = dict(zip(names, state_and_weights[n_carry:]))
+            action, carry = controller.apply(params, o, carry, None)
+            return [action, *carry]
+
+        out = pytensor.scan(body, sequences=[obs.dimshuffle(1, 0, 2)],
+                            outputs_info=[None, *carry0], non_sequences=list(weights.values()),
+                            return_updates=False, name="imitation")
+        actions = (out[0] if isinstance(out, (list, tuple)) else out).dimshuffle(1, 0, 2)
+        loss = ((actions - target)[:, burn_in:] ** 2).mean()
+        grads = pytensor.grad(loss, list(weights.values()))
+        return compile([obs, target, *weights.values()], [loss, *grads], backend)
+
+    return cached(key, build, backend, None)
+
+
+@dataclass
+class Demonstrations:
+    """Sequences of observations (S, T, n_obs) (float32 to halve memory)
+    and the teacher's commands (S, T, n_out) at the same steps."""
+
+    observations: list = field(default_factory=list)
+    commands: list = field(default_factory=list)
+
+    def add(self, observations: np.ndarray, commands: np.ndarray) -> None:
+        observations = np.asarray(observations, np.float32)
+        commands = np.asarray(commands, float)
+        if commands.ndim == 2:
+            commands = commands[..., None]
+        if observations.shape[:2] != commands.shape[:2]:
+            raise ParameterError(f"demonstrations: observations {observations.shape} and "
+                                 f"commands {commands.shape} differ in sequences or steps")
+        self.observations.extend(observations)
+        self.commands.extend(commands)
+
+    def __len__(self) -> int:
+        return len(self.observations)
+
+    def chunks(self, rng: np.random.Generator, rows: int, length: int):
+        """(observations (rows, length, n_obs), commands (rows, length,
+        n_out)) from random sequences at random starts."""
+        seq = rng.integers(0, len(self), rows)
+        starts = [rng.integers(0, len(self.observations[s]) - length + 1) for s in seq]
+        obs = np.stack([self.observations[s][t:t + length] for s, t in zip(seq, starts)])
+        cmd = np.stack([self.commands[s][t:t + length] for s, t in zip(seq, starts)])
+        return obs.astype(float), cmd
+
+
+def fit_demonstrations(fn: Compiled, data: Demonstrations, weights: dict, *, rows: int,
+                       length: int, updates: int, learning_rate: float = 1e-3,
+                       rng: np.random.Generator | None = None, bar=None):
+    """Adam on random chunks for `updates` steps. Returns (weights, the
+    losses (updates,)); bar: a tqdm bar to advance and annotate."""
+    rng = rng or np.random.default_rng(0)
+    adam = Adam(learning_rate=learning_rate, clip_norm=1.0)
+    losses = []
+    for _ in range(updates):
+        obs, cmd = data.chunks(rng, rows, length)
+        value, *grads = fn(obs, cmd, *weights.values())
+        if not np.isfinite(value):
+            raise ParameterError("imitation: the loss is not finite; lower the learning rate")
+        weights = adam.step(weights, dict(zip(weights, grads)))
+        losses.append(float(value))
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(imitation=f"{value:.4f}")
+    return weights, np.array(losses)

@@ -1,0 +1,74 @@
+"""Behaviour cloning of recurrent controllers (`symphys.imitation`)."""
+
+import numpy as np
+import pytest
+
+from symphys import nn
+from symphys.errors import ParameterError
+from symphys.imitation import Demonstrations, fit_demonstrations, imitation_function
+
+ROWS, LENGTH, BURN_IN = 4, 12, 3
+
+
+@pytest.fixture(scope="module")
+def elman():
+    ctrl = nn.Elman(1, 8, 1)
+    return ctrl, imitation_function(ctrl, ROWS, LENGTH, 1, BURN_IN, backend="jax")
+
+
+def _rate_task(rng, sequences=8, steps=60):
+    """Observations: a random walk; command: its last step (x_t - x_{t-1}),
+    which needs the memory."""
+    x = np.cumsum(rng.normal(0, 0.3, (sequences, steps)), axis=1)
+    rate = np.diff(x, axis=1, prepend=0.0)
+    return x[..., None], rate
+
+
+def test_loss_and_gradient_match_central_differences(elman):
+    ctrl, fn = elman
+    rng = np.random.default_rng(0)
+    obs, cmd = _rate_task(rng, ROWS, LENGTH)
+    weights = ctrl.init(1)
+    value, *grads = fn(obs, cmd[..., None], *weights.values())
+    # The loss by hand: run the memory, skip the burn-in steps.
+    p = weights
+    h = np.zeros((ROWS, 8))
+    out = []
+    for t in range(LENGTH):
+        h = np.tanh(obs[:, t] @ p["rnn.wx"] + h @ p["rnn.wh"] + p["rnn.b"])
+        out.append(h @ p["rnn.wo"] + p["rnn.bo"])
+    out = np.stack(out, 1)[..., 0]
+    assert value == pytest.approx(np.mean((out - cmd)[:, BURN_IN:] ** 2), rel=1e-12)
+    name, k = "rnn.wh", (2, 5)
+    eps = 1e-6
+    up, down = {**weights}, {**weights}
+    up[name] = weights[name].copy()
+    up[name][k] += eps
+    down[name] = weights[name].copy()
+    down[name][k] -= eps
+    fd = (fn(obs, cmd[..., None], *up.values())[0]
+          - fn(obs, cmd[..., None], *down.values())[0]) / (2 * eps)
+    assert grads[list(weights).index(name)][k] == pytest.approx(fd, rel=1e-6, abs=1e-12)
+
+
+def test_fitting_learns_a_rate_from_positions(elman):
+    ctrl, fn = elman
+    rng = np.random.default_rng(1)
+    data = Demonstrations()
+    data.add(*_rate_task(rng))
+    start = ctrl.init(0)
+    obs, cmd = data.chunks(np.random.default_rng(5), ROWS, LENGTH)
+    before = fn(obs, cmd, *start.values())[0]
+    weights, losses = fit_demonstrations(fn, data, start, rows=ROWS, length=LENGTH,
+                                         updates=300, learning_rate=1e-2, rng=rng)
+    after = fn(obs, cmd, *weights.values())[0]
+    # The command variance is 0.09: a memoryless guess cannot go below it.
+    assert before > 0.05 and after < 0.2 * before and len(losses) == 300
+
+
+def test_bad_demonstrations_are_refused():
+    data = Demonstrations()
+    with pytest.raises(ParameterError, match="differ"):
+        data.add(np.zeros((2, 10, 3)), np.zeros((2, 9)))
+    with pytest.raises(ParameterError, match="burn_in"):
+        imitation_function(nn.Elman(1, 2, 1), 2, 5, 1, burn_in=5)
