@@ -365,13 +365,24 @@ def conv2d(x, w, b=None, size: int = 3, method: ConvMethod = ConvMethod.SLICES):
     return y if b is None else y + b
 
 
-def max_pool2d(x, shape: tuple[int, int, int]):
-    """2 x 2 max-pooling, stride 2: x (B, H, W, C) with (H, W, C) = `shape`
-    (static; H and W even) -> (B, H / 2, W / 2, C)."""
+class Pool(enum.Enum):
+    """2 x 2 pooling of the vision controller's blocks. MAX is the paper's;
+    MEAN keeps a soft edge's sub-pixel coverage in the pooled value (a max
+    keeps the brightest pixel of four), so positions stay readable to a
+    fraction of a pixel after every block."""
+
+    MAX = "max"
+    MEAN = "mean"
+
+
+def max_pool2d(x, shape: tuple[int, int, int], kind: Pool = Pool.MAX):
+    """2 x 2 pooling (max, or mean with `kind`), stride 2: x (B, H, W, C)
+    with (H, W, C) = `shape` (static; H and W even) -> (B, H / 2, W / 2, C)."""
     h, w, c = shape
     if h % 2 or w % 2:
         raise ValueError(f"max_pool2d: height and width must be even, got {h} x {w}")
-    return x.reshape((x.shape[0], h // 2, 2, w // 2, 2, c)).max(axis=(2, 4))
+    blocks = x.reshape((x.shape[0], h // 2, 2, w // 2, 2, c))
+    return blocks.mean(axis=(2, 4)) if kind is Pool.MEAN else blocks.max(axis=(2, 4))
 
 
 @dataclass(frozen=True)
@@ -399,6 +410,7 @@ class VisionController:
     output_scale: float = 1.0
     output_init: float = 0.1
     method: ConvMethod = ConvMethod.SLICES
+    pool: Pool = Pool.MAX
     prefix: str = "vision"
 
     def __post_init__(self):
@@ -474,7 +486,7 @@ class VisionController:
                 name = f"{p}.conv{block}_{j}"
                 x = pt.maximum(conv2d(x, params[f"{name}_w"], params[f"{name}_b"],
                                       method=self.method), 0.0)
-            x = max_pool2d(x, (h, w, c))
+            x = max_pool2d(x, (h, w, c), self.pool)
             h, w = h // 2, w // 2
         return x.reshape((x.shape[0], h * w * self.channels[-1]))
 

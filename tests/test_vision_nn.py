@@ -83,9 +83,12 @@ def test_pytensor_convolution_agrees_on_the_c_vm_and_jax_refuses_it(slices_jax, 
 def test_max_pool_and_its_errors(data):
     x = data[0]
     xs = pt.tensor("x", shape=(None,) + SHAPE[1:])
-    f = sp_compile([xs], [nn.max_pool2d(xs, SHAPE[1:])], backend="jax")
-    expected = x.reshape(2, 4, 2, 3, 2, 3).max(axis=(2, 4))
-    np.testing.assert_array_equal(f(x)[0], expected)
+    f = sp_compile([xs], [nn.max_pool2d(xs, SHAPE[1:]),
+                          nn.max_pool2d(xs, SHAPE[1:], nn.Pool.MEAN)], backend="jax")
+    blocks = x.reshape(2, 4, 2, 3, 2, 3)
+    most, mean = f(x)
+    np.testing.assert_array_equal(most, blocks.max(axis=(2, 4)))
+    np.testing.assert_allclose(mean, blocks.mean(axis=(2, 4)), rtol=1e-14)
     with pytest.raises(ValueError, match="even"):
         nn.max_pool2d(xs, (7, 6, 3))
     with pytest.raises(ValueError, match="odd"):

@@ -36,7 +36,7 @@ Q_LQR = (100.0, 1.0, 10.0, 0.1)       # state weights: x, v, phi (from upright),
 R_LQR = 1.0
 SWING = (20.0, 3.0, 3.0)              # k_E (1/(J s)), k_x (1/s^2), k_v (1/s)
 MAX_ACCEL = 10.0                      # m/s^2: the swing's cart acceleration, at most
-KICK = 1.0                            # m/s^2 at rest hanging (the pumping term is 0 there)
+KICK = 5.0                            # m/s^2 at rest hanging (the pumping term is 0 there)
 SWITCH_RAD = 0.8                      # balance inside this angle of the upright
 LIMIT = 1.45                          # |command| (m): inside the student's tanh range 1.5
 ACCEL_HORIZON = 0.05                  # s: commanded velocity = v + a x this

@@ -66,6 +66,7 @@ CHANNELS, CHANNELS_QUICK = (8, 16, 16, 16), (4,)
 DENSE = MEMORY = 128
 HEAD = (128, 128)
 SOFT_EDGE = 0.5                            # pixels
+POOL = nn.Pool.MEAN                        # ours: keeps the soft edges' sub-pixel positions
 CART_RANGE = 1.5                           # m: the tanh output times this is the cart target
 # Distillation: rollouts per round (world 0 starts hanging at rest, the
 # others with random cart and bar rates), rounds (the first on the
@@ -76,6 +77,7 @@ ROUNDS, ROUNDS_QUICK = 6, 2
 IMITATION_UPDATES, IMITATION_UPDATES_QUICK = 300, 3
 CHUNK, CHUNK_QUICK = (8, 40, 8), (2, 10, 2)
 IMITATION_RATE = 1e-3
+RATE_DECAY = 0.7                           # per round
 START_SPREAD = (0.5, 2.0)                  # std of the random starts' cart (m/s), bar (rad/s) rates
 EVALUATIONS, EVALUATIONS_QUICK = 10, 2     # fine-tuning updates on the A6 loss
 LEARNING_RATE = 1e-4
@@ -94,7 +96,7 @@ def camera_scene(resolution=RESOLUTION):
 def controller(resolution=RESOLUTION, channels=CHANNELS) -> nn.VisionController:
     w, h = resolution
     return nn.VisionController((h, w, 3), 1, channels=tuple(channels), dense=DENSE,
-                               memory=MEMORY, head=HEAD, output_scale=CART_RANGE)
+                               memory=MEMORY, head=HEAD, output_scale=CART_RANGE, pool=POOL)
 
 
 def tip_distance(traj):
@@ -223,7 +225,8 @@ def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed,
         states = np.asarray(states)
         data.add(pipe.images(states), pipe.teacher.command(states))
         weights, part = fit_demonstrations(pipe.imitate, data, weights, rows=rows, length=length,
-                                           updates=updates, learning_rate=IMITATION_RATE,
+                                           updates=updates,
+                                           learning_rate=IMITATION_RATE * RATE_DECAY ** k,
                                            rng=rng, bar=bar)
         losses.extend(part)
     bar.close()
