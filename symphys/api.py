@@ -278,7 +278,7 @@ def render_function(scene: Scene, camera, batched: Iterable[str] = (), backend="
                     batch: int | None = None) -> Compiled:
     """Compiled f(*parameters) -> images (B, H, W, 3) of the scene's initial
     state seen by `camera` (a `Camera` or a camera name)."""
-    from symphys.camera import as_camera, render_state
+    from symphys.camera import RENDER_REWRITES, as_camera, render_state
     from symphys.model import build_model
 
     camera = as_camera(scene, camera)
@@ -291,7 +291,8 @@ def render_function(scene: Scene, camera, batched: Iterable[str] = (), backend="
     def build():
         sym = _inputs(scene, set(batched), size)
         _, _, state = build_model(scene, sym, set(batched))
-        return compile(list(sym.values()), render_state(scene, camera, state, sym), backend)
+        return compile(list(sym.values()), render_state(scene, camera, state, sym), backend,
+                       rewrites_on=RENDER_REWRITES)
 
     return cached(key, build, backend)
 

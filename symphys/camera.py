@@ -59,6 +59,14 @@ FAR = 1e6          # hit distance (m) of a miss: finite, so 0 * FAR stays 0 in g
 NEAR = 1e-4        # hits nearer than this (m) are ignored: behind the pinhole
 OPAQUE = -1e3      # log(1 - coverage) of a plane where hit: exp() is exactly 0
 CHECKER_TEXELS = 8  # texels along a checker square: bilinear blur over 1/8 square
+# Render-only functions compile without symphys' own rewrites: those split
+# the physics' 3-vector and 3 x 3 algebra into components, and on the
+# renderer's large broadcast graphs they only cost time. Measured on a
+# 32 x 16 image of the A6 scene (numba): PyTensor's rewrites took 3.5 s for
+# the image and 6.3 s for a loss and its gradient without them; with them
+# the image alone had not finished after 150 s (a busy machine), and a 288 x 96 gradient
+# was still being rewritten after 60 min.
+RENDER_REWRITES = False
 
 # Colours of bodies without one, by body index.
 PALETTE = ((0.85, 0.33, 0.20), (0.20, 0.45, 0.80), (0.30, 0.70, 0.30),

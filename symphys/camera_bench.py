@@ -63,7 +63,7 @@ def _functions(backend: str, batch: int, edges: Edges, resolution=None):
     import pytensor.tensor as pt
 
     from symphys.backends import compile, static_batch
-    from symphys.camera import render
+    from symphys.camera import RENDER_REWRITES, render
     from symphys.scene_io import load_scene
 
     scene = load_scene(SCENE)
@@ -79,12 +79,14 @@ def _functions(backend: str, batch: int, edges: Edges, resolution=None):
     positions = pt.tensor("positions", dtype="float64", shape=(size, n, 3))
     rotations = pt.tensor("rotations", dtype="float64", shape=(size, n, 3, 3))
     image = render(scene, camera, positions, rotations)
-    forward = compile([positions, rotations], image, backend, disk_cache=False)
+    forward = compile([positions, rotations], image, backend, disk_cache=False,
+                      rewrites_on=RENDER_REWRITES)
     w, h = camera.resolution
     reference = pt.tensor("reference", dtype="float64", shape=(size, h, w, 3))
     loss = pt.mean((image - reference) ** 2)
     gradient = compile([positions, rotations, reference],
-                       [loss, pytensor.grad(loss, positions)], backend, disk_cache=False)
+                       [loss, pytensor.grad(loss, positions)], backend, disk_cache=False,
+                       rewrites_on=RENDER_REWRITES)
     return scene, camera, forward, gradient
 
 

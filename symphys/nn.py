@@ -385,6 +385,40 @@ def max_pool2d(x, shape: tuple[int, int, int], kind: Pool = Pool.MAX):
     return blocks.mean(axis=(2, 4)) if kind is Pool.MEAN else blocks.max(axis=(2, 4))
 
 
+class Readout(enum.Enum):
+    """How the vision controller turns its last feature maps into a vector.
+
+    FLATTEN: the paper's: the last block's pooled maps flattened -> dense.
+    KEYPOINTS: ours: a spatial softmax per channel of the last block's
+    maps (not pooled), read out as that channel's expected image
+    coordinates (x, y) in [-1, 1] (Levine et al. 2016's feature points):
+    2 C numbers that move continuously, to a fraction of a pixel, with
+    what the channel detects. With `keypoint_rates` > 0 the controller
+    also keeps the previous step's points in its carry and feeds their
+    change times `keypoint_rates` (image velocities, which one still
+    image does not hold)."""
+
+    FLATTEN = "flatten"
+    KEYPOINTS = "keypoints"
+
+
+def spatial_softmax(x, shape: tuple[int, int, int]):
+    """x (B, H, W, C) with static (H, W, C) = `shape` -> (B, 2 C): per
+    channel the softmax-weighted mean column and row coordinate, both
+    scaled to [-1, 1] (x across, y down), laid out [x_0..x_C-1,
+    y_0..y_C-1]."""
+    h, w, c = shape
+    flat = x.reshape((x.shape[0], h * w, c))
+    weights = pt.special.softmax(flat, axis=1)                        # (B, H W, C)
+    rows, cols = np.meshgrid(np.linspace(-1.0, 1.0, h), np.linspace(-1.0, 1.0, w),
+                             indexing="ij")
+    # Broadcast products and sums, not tensordot: its gradient reshapes to
+    # computed sizes, which JAX cannot trace.
+    across = (weights * cols.reshape(1, h * w, 1)).sum(axis=1)         # (B, C)
+    down = (weights * rows.reshape(1, h * w, 1)).sum(axis=1)
+    return pt.concatenate([across, down], axis=1)
+
+
 @dataclass(frozen=True)
 class VisionController:
     """The camera controller of Degrave et al. (2016): blocks of two 3 x 3
@@ -411,17 +445,33 @@ class VisionController:
     output_init: float = 0.1
     method: ConvMethod = ConvMethod.SLICES
     pool: Pool = Pool.MAX
+    readout: Readout = Readout.FLATTEN
+    keypoint_rates: float = 0.0          # KEYPOINTS only: > 0 adds the points' changes
     prefix: str = "vision"
 
     def __post_init__(self):
         h, w, c = self.image_shape
-        scale = 2 ** len(self.channels)
+        scale = 2 ** self._pools
         if h % scale or w % scale or c < 1:
             raise ValueError(f"VisionController: image {self.image_shape} must have H and W "
-                             f"divisible by 2 ** {len(self.channels)} = {scale}")
+                             f"divisible by 2 ** {self._pools} = {scale}")
+        if self.keypoint_rates and self.readout is not Readout.KEYPOINTS:
+            raise ValueError("VisionController: keypoint_rates needs readout=Readout.KEYPOINTS")
+
+    @property
+    def _pools(self) -> int:
+        """2 x 2 pools: one per block (the keypoint readout replaces the last)."""
+        return len(self.channels) - (self.readout is Readout.KEYPOINTS)
+
+    @property
+    def _n_points(self) -> int:
+        """Keypoint readout numbers: 2 C, twice that with their rates."""
+        return 2 * self.channels[-1] * (2 if self.keypoint_rates else 1)
 
     @property
     def n_features(self) -> int:
+        if self.readout is Readout.KEYPOINTS:
+            return self._n_points + self.n_extra
         h, w, _ = self.image_shape
         scale = 2 ** len(self.channels)
         return (h // scale) * (w // scale) * self.channels[-1] + self.n_extra
@@ -475,17 +525,26 @@ class VisionController:
         return out
 
     def carry_sizes(self):
+        if self.keypoint_rates:
+            return (self.memory, 2 * self.channels[-1])
         return (self.memory,)
 
     def features(self, params, image):
-        """image (B, H, W, C) -> flattened conv features (B, n_features - n_extra)."""
+        """image (B, H, W, C) -> conv features (B, F): flattened (FLATTEN,
+        F = n_features - n_extra) or keypoints (KEYPOINTS, F = 2 C)."""
         p, x = self.prefix, image
         h, w, _ = self.image_shape
+        last = len(self.channels) - 1
         for block, c in enumerate(self.channels):
             for j in range(self.convs_per_block):
                 name = f"{p}.conv{block}_{j}"
-                x = pt.maximum(conv2d(x, params[f"{name}_w"], params[f"{name}_b"],
-                                      method=self.method), 0.0)
+                y = conv2d(x, params[f"{name}_w"], params[f"{name}_b"], method=self.method)
+                # Keypoints read the last convolution's maps before the ReLU:
+                # the softmax wants their full range.
+                keypoints = self.readout is Readout.KEYPOINTS and block == last
+                x = y if keypoints and j == self.convs_per_block - 1 else pt.maximum(y, 0.0)
+            if self.readout is Readout.KEYPOINTS and block == last:
+                return spatial_softmax(x, (h, w, c))
             x = max_pool2d(x, (h, w, c), self.pool)
             h, w = h // 2, w // 2
         return x.reshape((x.shape[0], h * w * self.channels[-1]))
@@ -500,6 +559,13 @@ class VisionController:
         obs = pt.specify_shape(observation, (None, n_obs))
         image = obs[:, start:stop].reshape((obs.shape[0], h, w, c))
         x = self.features(params, image)
+        carry_out = []
+        if self.keypoint_rates:
+            carry_out = [x]
+            # The carry starts at zeros: no previous points, no rate yet
+            # (points are softmax means, never all exactly 0 once seen).
+            seen = pt.gt(pt.abs(carry[1]).sum(axis=1, keepdims=True), 0.0)
+            x = pt.concatenate([x, (x - carry[1]) * self.keypoint_rates * seen], axis=1)
         if self.n_extra:
             # The other columns by a constant selection matrix (its gradient
             # needs no computed split positions).
@@ -515,4 +581,4 @@ class VisionController:
         for k, (name, _, _) in enumerate(layers):
             x = pt.dot(x, params[f"{p}.{name}_w"]) + params[f"{p}.{name}_b"]
             x = pt.tanh(x) if k == len(layers) - 1 else pt.maximum(x, 0.0)
-        return x * self.output_scale, [memory]
+        return x * self.output_scale, [memory, *carry_out]

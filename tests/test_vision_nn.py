@@ -140,3 +140,52 @@ def test_small_vision_controller_runs_with_memory():
     o2[:, 0] += 1.0                                          # the extra column acts
     a3, _, _ = f(o2, h0, *[weights[k] for k in names])
     assert np.abs(a3 - a).max() > 1e-6
+
+
+def test_spatial_softmax_finds_a_peak_between_pixels():
+    """A Gaussian bump (log-map, 1 px wide) centred between pixel centres:
+    the softmax mean is its centre in [-1, 1] coordinates to a small
+    fraction of a pixel; a flat map reads the image centre."""
+    h, w = 10, 16
+    rows, cols = np.mgrid[0:h, 0:w]
+    centre = (4.3, 7.6)                                  # (row, column) in pixels
+    bump = -((rows - centre[0]) ** 2 + (cols - centre[1]) ** 2) / 2.0
+    x = np.stack([bump, np.zeros((h, w))], axis=-1)[None]           # (1, H, W, 2)
+    xs = pt.tensor("x", shape=(None, h, w, 2))
+    (points,) = [sp_compile([xs], nn.spatial_softmax(xs, (h, w, 2)), backend="jax")(x)]
+    expect_x = centre[1] / (w - 1) * 2 - 1
+    expect_y = centre[0] / (h - 1) * 2 - 1
+    pixel = 2 / (w - 1)
+    assert abs(points[0, 0] - expect_x) < 0.01 * pixel
+    assert abs(points[0, 2] - expect_y) < 0.01 * 2 / (h - 1)
+    np.testing.assert_allclose(points[0, [1, 3]], 0.0, atol=1e-12)
+
+
+def test_keypoint_controller_feeds_point_rates_from_its_carry():
+    """KEYPOINTS with rates: features 2 C points + 2 C rates, the points
+    carried; the first step (zero carry) has no rate, a second look at a
+    moved image has one; the last block is not pooled."""
+    ctrl = nn.VisionController((8, 12, 3), n_out=1, channels=(4, 3), dense=6, memory=5,
+                               head=(6,), readout=nn.Readout.KEYPOINTS, keypoint_rates=50.0,
+                               output_init=1.0)
+    assert ctrl.n_features == 2 * 3 * 2 and ctrl.carry_sizes() == (5, 6)
+    weights = ctrl.init(1)
+    names = sorted(weights)
+    syms = {k: pt.tensor(k, shape=weights[k].shape) for k in names}
+    obs, mem, prev = pt.matrix("obs"), pt.matrix("mem"), pt.matrix("prev")
+    action, (memory, points) = ctrl.apply(syms, obs, [mem, prev], None)
+    g = pt.grad(action.sum(), syms["vision.conv1_1_w"])
+    f = sp_compile([obs, mem, prev, *syms.values()], [action, memory, points, g], backend="jax")
+    rng = np.random.default_rng(0)
+    o = rng.uniform(size=(2, 8 * 12 * 3))
+    w = [weights[k] for k in names]
+    a0, _, p0, grad = f(o, np.zeros((2, 5)), np.zeros((2, 6)), *w)
+    assert p0.shape == (2, 6) and np.all(np.abs(p0) <= 1.0) and np.abs(grad).max() > 0
+    # Same image, same memory, its own points as the previous ones: the
+    # rate is zero, as on the first step.
+    a1, _, _, _ = f(o, np.zeros((2, 5)), p0, *w)
+    np.testing.assert_allclose(a1, a0, atol=1e-12)
+    a2, _, _, _ = f(o, np.zeros((2, 5)), p0 + 0.01, *w)
+    assert np.abs(a2 - a0).max() > 1e-6
+    with pytest.raises(ValueError, match="keypoint_rates"):
+        nn.VisionController((8, 8, 3), n_out=1, channels=(4,), keypoint_rates=1.0)

@@ -171,7 +171,7 @@ class Pipeline:
 
     @classmethod
     def build(cls, scene, ctrl, steps: int, worlds: int, chunk, backend: str) -> "Pipeline":
-        from symphys.camera import render
+        from symphys.camera import RENDER_REWRITES, render
 
         teacher = teaching.Teacher.of(scene, backend)
         common = dict(worlds=worlds, world_params=teaching.WORLD_STATE, gradient=False,
@@ -181,7 +181,8 @@ class Pipeline:
         student_fn = closed_loop_function(scene, steps, ctrl, _per_world, **common)
         pos = pt.tensor("positions", dtype="float64", shape=(None, 2, 3))
         rot = pt.tensor("rotations", dtype="float64", shape=(None, 2, 3, 3))
-        render_fn = compile([pos, rot], render(scene, scene.cameras[0], pos, rot), backend)
+        render_fn = compile([pos, rot], render(scene, scene.cameras[0], pos, rot), backend,
+                            rewrites_on=RENDER_REWRITES)
         rows, length, burn_in = chunk
         imitate = imitation_function(ctrl, rows, length, scene.n_observations, burn_in, backend)
         return cls(scene, teacher, teacher_fn, student_fn, render_fn, imitate)
