@@ -17,7 +17,8 @@ Descending that loss from a random network does not swing the bar up
 0.6-0.8 m; the gradient through 800 steps of a chaotic swing is no
 guide). The run has three stages:
 
-1. teacher (`cartpole_teacher`): energy-pumping swing-up and an LQR
+1. teacher (`cartpole_teacher`): energy-pumping swing-up (absolute cart
+   targets that follow mostly the bar's angle) and an LQR
    balance on the joint states, its linear model the engine's own step
    differentiated about the upright bar;
 2. distillation (DAgger, `symphys.imitation`): the vision controller
