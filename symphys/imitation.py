@@ -73,7 +73,10 @@ class Demonstrations:
     observations: list = field(default_factory=list)
     commands: list = field(default_factory=list)
 
-    def add(self, observations: np.ndarray, commands: np.ndarray) -> None:
+    def add(self, observations: np.ndarray, commands: np.ndarray) -> int:
+        """Keep the sequences whose observations and commands are all
+        finite (a rollout whose physics diverged has none to teach).
+        Returns how many sequences were left out."""
         observations = np.asarray(observations, np.float32)
         commands = np.asarray(commands, float)
         if commands.ndim == 2:
@@ -81,8 +84,11 @@ class Demonstrations:
         if observations.shape[:2] != commands.shape[:2]:
             raise ParameterError(f"demonstrations: observations {observations.shape} and "
                                  f"commands {commands.shape} differ in sequences or steps")
-        self.observations.extend(observations)
-        self.commands.extend(commands)
+        finite = (np.isfinite(observations).all(axis=(1, 2))
+                  & np.isfinite(commands).all(axis=(1, 2)))
+        self.observations.extend(observations[finite])
+        self.commands.extend(commands[finite])
+        return int(np.sum(~finite))
 
     def __len__(self) -> int:
         return len(self.observations)

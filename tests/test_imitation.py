@@ -72,3 +72,15 @@ def test_bad_demonstrations_are_refused():
         data.add(np.zeros((2, 10, 3)), np.zeros((2, 9)))
     with pytest.raises(ParameterError, match="burn_in"):
         imitation_function(nn.Elman(1, 2, 1), 2, 5, 1, burn_in=5)
+
+
+def test_diverged_sequences_are_left_out():
+    """A sequence with a non-finite observation or command (a rollout whose
+    physics diverged) is not kept; the count of those left out is returned."""
+    data = Demonstrations()
+    obs, cmd = np.ones((4, 6, 3)), np.zeros((4, 6))
+    obs[1, 3, 0] = np.nan
+    cmd[2, 5] = np.inf
+    assert data.add(obs, cmd) == 2 and len(data) == 2
+    assert all(np.isfinite(o).all() for o in data.observations)
+    assert data.add(np.ones((1, 6, 3)), np.zeros((1, 6))) == 0 and len(data) == 3

@@ -205,13 +205,14 @@ def _initial(pipe: Pipeline, rng, worlds: int) -> list:
 def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed, show):
     """DAgger. Returns the weights, the imitation losses (rounds x updates,),
     the teacher's and each round's student tip distances from the hanging
-    start ((T+1,) each) and every round's students' last-second distances."""
+    start ((T+1,) each), every round's students' last-second distances and
+    how many student rollouts were left out (non-finite: diverged)."""
     rng = np.random.default_rng(seed)
     data = Demonstrations()
     task = np.zeros((worlds, 0))
     rows, length, _ = chunk
     losses, students, spread = [], [], []
-    teacher_tip = None
+    teacher_tip, left_out = None, 0
     bar = progress(range(rounds * updates), "imitation", show, total=rounds * updates)
     for k in range(rounds):
         init = _initial(pipe, rng, worlds)
@@ -225,7 +226,7 @@ def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed,
             bar.set_description(f"imitation (round {k}: {np.sum(spread[-1] < TARGET_M)}/"
                                 f"{worlds} balanced, hanging start {spread[-1][0]:.3f} m)")
         states = np.asarray(states)
-        data.add(pipe.images(states), pipe.teacher.command(states))
+        left_out += data.add(pipe.images(states), pipe.teacher.command(states))
         weights, part = fit_demonstrations(pipe.imitate, data, weights, rows=rows, length=length,
                                            updates=updates,
                                            learning_rate=IMITATION_RATE * RATE_DECAY ** k,
@@ -236,7 +237,7 @@ def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed,
     tip, _ = pipe.student_rollouts(task, *weights.values(), *init)
     students.append(np.asarray(tip[0]))
     spread.append(last_second(np.asarray(tip), pipe.scene.dt))
-    return weights, np.array(losses), teacher_tip, students, spread
+    return weights, np.array(losses), teacher_tip, students, spread, left_out
 
 
 def _fine_tune(scene, ctrl, weights, steps, evaluations, backend, show):
@@ -291,10 +292,10 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
     saved = load_checkpoint(checkpoint, config) if checkpoint else None
     if saved is None:
         clock = time.perf_counter()
-        distilled, imitation, teacher_tip, students, spread = _distil(
+        distilled, imitation, teacher_tip, students, spread, left_out = _distil(
             pipe, ctrl, ctrl.init(seed), worlds, rounds, updates, chunk, seed, show_progress)
         saved = {"weights": distilled, "imitation": imitation, "teacher_tip": teacher_tip,
-                 "students": students, "spread": spread,
+                 "students": students, "spread": spread, "left_out": left_out,
                  "seconds": time.perf_counter() - clock}
         if checkpoint:
             save_checkpoint(checkpoint, config, saved)
@@ -317,6 +318,8 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
         "rejected_steps": rejected,
         "parameters": ctrl.n_parameters,
         "students_balanced": [int(np.sum(s < TARGET_M)) for s in saved["spread"]],
+        # Student rollouts whose physics diverged (non-finite): not imitated.
+        "rollouts_left_out": int(saved.get("left_out", 0)),
     }
     return ExperimentResult(
         name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
@@ -357,7 +360,8 @@ def report(result: ExperimentResult) -> str:
             + f"{m['dagger_rounds']} DAgger rounds, {m['fine_tune_updates']} fine-tuning updates "
             + f"({m['rejected_steps']} undone by the guard)"
             + f"\nstudents balanced (< {TARGET_M} m) per round, of {x['worlds']} starts: "
-            + f"{m['students_balanced']}"
+            + f"{m['students_balanced']}; student rollouts left out (diverged): "
+            + f"{m.get('rollouts_left_out', 0)}"
             + f"\ntarget: mean tip distance over the last second < {TARGET_M} m: "
             + verdict(m["target_met"]))
 
