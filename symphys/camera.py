@@ -64,8 +64,8 @@ CHECKER_TEXELS = 8  # texels along a checker square: bilinear blur over 1/8 squa
 # renderer's large broadcast graphs they only cost time. Measured on a
 # 32 x 16 image of the A6 scene (numba): PyTensor's rewrites took 3.5 s for
 # the image and 6.3 s for a loss and its gradient without them; with them
-# the image alone had not finished after 150 s (a busy machine), and a 288 x 96 gradient
-# was still being rewritten after 60 min.
+# the image alone had not finished after 150 s (a busy machine), and a
+# 288 x 96 gradient was still being rewritten after 60 min.
 RENDER_REWRITES = False
 
 # Colours of bodies without one, by body index.

@@ -536,14 +536,14 @@ class VisionController:
         h, w, _ = self.image_shape
         last = len(self.channels) - 1
         for block, c in enumerate(self.channels):
+            keypoints = self.readout is Readout.KEYPOINTS and block == last
             for j in range(self.convs_per_block):
                 name = f"{p}.conv{block}_{j}"
                 y = conv2d(x, params[f"{name}_w"], params[f"{name}_b"], method=self.method)
                 # Keypoints read the last convolution's maps before the ReLU:
                 # the softmax wants their full range.
-                keypoints = self.readout is Readout.KEYPOINTS and block == last
                 x = y if keypoints and j == self.convs_per_block - 1 else pt.maximum(y, 0.0)
-            if self.readout is Readout.KEYPOINTS and block == last:
+            if keypoints:
                 return spatial_softmax(x, (h, w, c))
             x = max_pool2d(x, (h, w, c), self.pool)
             h, w = h // 2, w // 2

@@ -17,10 +17,11 @@ moving the cart off a bar at rest. The target follows mostly the bar's
 angle (lead 5): w alone (lead 0) feeds the bar's reaction to the cart's
 own acceleration straight back and locked 5 of 16 starts into a fast
 small cycle (session 23: 11/16 balanced; lead 2: 15/16; lead 5: 16/16).
-Inside a cone of half-angle `switch` about the upright, u = -K s. It reads the joint state
-s = [x, v, theta, w] (x, v: the rail's position and rate; theta: the hinge
-angle, 0 hanging; w: its rate), which the vision controller never sees: it
-only labels what the camera controller should do (`pendulum_camera`).
+Inside a cone of half-angle `switch` about the upright, u = -K s. It
+reads the joint state s = [x, v, theta, w] (x, v: the rail's position and
+rate; theta: the hinge angle, 0 hanging; w: its rate), which the vision
+controller never sees: it only labels what the camera controller should
+do (`pendulum_camera`).
 """
 
 from __future__ import annotations
