@@ -73,10 +73,11 @@ class Demonstrations:
     observations: list = field(default_factory=list)
     commands: list = field(default_factory=list)
 
-    def add(self, observations: np.ndarray, commands: np.ndarray) -> int:
-        """Keep the sequences whose observations and commands are all
-        finite (a rollout whose physics diverged has none to teach).
-        Returns how many sequences were left out."""
+    def add(self, observations: np.ndarray, commands: np.ndarray, min_length: int = 1) -> int:
+        """Keep each sequence up to its first step with a non-finite
+        observation or command (a rollout whose physics diverged teaches
+        only what came before); a kept part shorter than `min_length` steps
+        is left out. Returns how many sequences were cut or left out."""
         observations = np.asarray(observations, np.float32)
         commands = np.asarray(commands, float)
         if commands.ndim == 2:
@@ -84,22 +85,30 @@ class Demonstrations:
         if observations.shape[:2] != commands.shape[:2]:
             raise ParameterError(f"demonstrations: observations {observations.shape} and "
                                  f"commands {commands.shape} differ in sequences or steps")
-        finite = (np.isfinite(observations).all(axis=(1, 2))
-                  & np.isfinite(commands).all(axis=(1, 2)))
-        self.observations.extend(observations[finite])
-        self.commands.extend(commands[finite])
-        return int(np.sum(~finite))
+        finite = np.isfinite(observations).all(axis=2) & np.isfinite(commands).all(axis=2)
+        # Steps before the first non-finite one, per sequence (S,).
+        kept = np.where(finite.all(axis=1), finite.shape[1], np.argmin(finite, axis=1))
+        for obs, cmd, n in zip(observations, commands, kept):
+            if n >= max(min_length, 1):
+                self.observations.append(obs[:n])
+                self.commands.append(cmd[:n])
+        return int(np.sum(kept < finite.shape[1]))
 
     def __len__(self) -> int:
         return len(self.observations)
 
     def chunks(self, rng: np.random.Generator, rows: int, length: int):
         """(observations (rows, length, n_obs), commands (rows, length,
-        n_out)) from random sequences at random starts."""
-        seq = rng.integers(0, len(self), rows)
-        starts = [rng.integers(0, len(self.observations[s]) - length + 1) for s in seq]
-        obs = np.stack([self.observations[s][t:t + length] for s, t in zip(seq, starts)])
-        cmd = np.stack([self.commands[s][t:t + length] for s, t in zip(seq, starts)])
+        n_out)) from random sequences at least `length` steps long (each
+        drawn in proportion to its number of chunk starts) at random
+        starts."""
+        starts = np.array([max(len(o) - length + 1, 0) for o in self.observations])
+        if starts.sum() == 0:
+            raise ParameterError(f"demonstrations: no sequence is {length} steps long")
+        seq = rng.choice(len(self), rows, p=starts / starts.sum())
+        first = [rng.integers(0, starts[s]) for s in seq]
+        obs = np.stack([self.observations[s][t:t + length] for s, t in zip(seq, first)])
+        cmd = np.stack([self.commands[s][t:t + length] for s, t in zip(seq, first)])
         return obs.astype(float), cmd
 
 

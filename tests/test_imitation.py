@@ -74,13 +74,21 @@ def test_bad_demonstrations_are_refused():
         imitation_function(nn.Elman(1, 2, 1), 2, 5, 1, burn_in=5)
 
 
-def test_diverged_sequences_are_left_out():
+def test_diverged_sequences_keep_their_finite_part():
     """A sequence with a non-finite observation or command (a rollout whose
-    physics diverged) is not kept; the count of those left out is returned."""
+    physics diverged) is kept up to that step, or left out when what is
+    left is shorter than min_length; the count of those cut is returned;
+    chunks come only from sequences long enough."""
     data = Demonstrations()
     obs, cmd = np.ones((4, 6, 3)), np.zeros((4, 6))
     obs[1, 3, 0] = np.nan
-    cmd[2, 5] = np.inf
-    assert data.add(obs, cmd) == 2 and len(data) == 2
+    cmd[2, 1] = np.inf
+    obs[3, 0, 2] = np.nan
+    assert data.add(obs, cmd, min_length=2) == 3
+    assert [len(o) for o in data.observations] == [6, 3]
     assert all(np.isfinite(o).all() for o in data.observations)
     assert data.add(np.ones((1, 6, 3)), np.zeros((1, 6))) == 0 and len(data) == 3
+    o, c = data.chunks(np.random.default_rng(0), 50, 4)
+    assert o.shape == (50, 4, 3) and c.shape == (50, 4, 1)
+    with pytest.raises(ParameterError, match="7 steps long"):
+        data.chunks(np.random.default_rng(0), 2, 7)

@@ -108,9 +108,13 @@ def test_quick_run_records_frames_and_tip_distance(tmp_path):
         assert s[key][0] == pytest.approx(1.2, abs=1e-12) and len(s[key]) == steps + 1
     # One student rollout per round after the first (the teacher's), and the final one.
     assert len(s["tip_distance_rounds"]) == a6.ROUNDS_QUICK
-    # Fine-tuning starts from the distilled controller: its first loss is
-    # the distilled student's hanging-start rollout.
-    assert np.allclose(s["tip_distance_first"], s["tip_distance_rounds"][-1], atol=1e-9)
+    # Fine-tuning starts from the best round's controller: its first loss
+    # is that student's hanging-start rollout.
+    assert 1 <= m["best_round"] <= a6.ROUNDS_QUICK
+    assert np.allclose(s["tip_distance_first"], s["tip_distance_rounds"][m["best_round"] - 1],
+                       atol=1e-9)
+    assert m["distilled_tip_distance"] == pytest.approx(
+        a6.last_second(np.asarray(s["tip_distance_first"]), result.extra["dt"]), abs=1e-9)
     assert np.mean(s["tip_distance_first"]) == pytest.approx(s["loss"][0], abs=1e-12)
     w, h = a6.RESOLUTION_QUICK
     frames = np.asarray(s["frames"])
@@ -126,3 +130,28 @@ def test_quick_run_records_frames_and_tip_distance(tmp_path):
     assert (tmp_path / "a6.png").stat().st_size > 1000
     text = a6.report(result)
     assert "(paper)" in text and "last-second tip distance" in text and "distilled" in text
+
+
+def test_student_rollouts_are_imitated_up_to_a_spinning_bar():
+    states = np.zeros((3, 5, 4))
+    states[1, 2, 3] = a6.SPIN_LIMIT + 1          # spins past the limit at step 2
+    states[2, 3, 0] = np.nan                     # diverged at step 3
+    cut = a6.imitable(states)
+    assert np.isfinite(cut[0]).all()
+    assert np.isfinite(cut[1, :2]).all() and np.isnan(cut[1, 2:]).all()
+    assert np.isfinite(cut[2, :3]).all() and np.isnan(cut[2, 3:]).all()
+
+
+def test_rounds_rank_the_hanging_start_first():
+    balanced_hanging = np.array([0.01, 0.9, 0.9, 0.9])
+    many_balanced = np.array([0.5, 0.01, 0.01, 0.01])
+    assert a6.score(balanced_hanging) > a6.score(many_balanced)
+    assert a6.score(many_balanced) > a6.score(np.array([0.4, 0.01, 0.01, 0.9]))
+    assert a6.score(np.array([0.4, 0.9, 0.9, 0.9])) > a6.score(np.array([0.5, 0.9, 0.9, 0.9]))
+
+
+def test_a_quarter_of_the_starts_are_near_rest(teacher):
+    init = a6.starts(teacher.model, np.random.default_rng(0), 16)
+    w = init["bar.angular_velocity"][:, 1]
+    assert w[0] == 0 and np.abs(w[1:5]).max() < 0.1 * 4 * a6.START_SPREAD[1]
+    assert np.abs(w[5:]).max() > 0.5 * a6.START_SPREAD[1]

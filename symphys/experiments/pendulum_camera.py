@@ -80,6 +80,13 @@ CHUNK, CHUNK_QUICK = (8, 40, 8), (2, 10, 2)
 IMITATION_RATE = 1e-3
 RATE_DECAY = 0.7                           # per round
 START_SPREAD = (0.5, 2.0)                  # std of the random starts' cart (m/s), bar (rad/s) rates
+NEAR_REST = 0.25                           # share of the worlds whose rates are 10x smaller
+# A bar turning faster than this (rad/s; twice the rate the upright's energy
+# gives it hanging) is beyond anything the teacher does, and at dt 0.01 s a
+# few times faster makes the engine's step diverge (session 24: a bang-bang
+# cart target at 0.9-2.7 Hz spun the bar past 100 rad/s, then NaN). Student
+# rollouts are imitated up to the first such step.
+SPIN_LIMIT = 20.0
 EVALUATIONS, EVALUATIONS_QUICK = 10, 2     # fine-tuning updates on the A6 loss
 LEARNING_RATE = 1e-4
 FRAMES = 8                                 # camera frames in the plot's strip
@@ -142,12 +149,29 @@ def rollout_record(scene, steps: int):
 
 def starts(model: teaching.BarModel, rng: np.random.Generator, worlds: int) -> dict:
     """Initial states per world: world 0 the experiment's (hanging at rest),
-    the others with random cart and bar rates. Angles start at 0: the
-    joint sensors and the servo read positions from the initial pose."""
-    v = rng.normal(0.0, START_SPREAD[0], worlds)
-    w = rng.normal(0.0, START_SPREAD[1], worlds)
+    the others with random cart and bar rates (NEAR_REST of them 10x
+    smaller: the kick and the first swings from rest). Angles start at 0:
+    the joint sensors and the servo read positions from the initial pose."""
+    scale = np.where(np.arange(worlds) <= NEAR_REST * worlds, 0.1, 1.0)
+    v = rng.normal(0.0, START_SPREAD[0], worlds) * scale
+    w = rng.normal(0.0, START_SPREAD[1], worlds) * scale
     v[0] = w[0] = 0.0
     return model.initial_state(v, np.zeros(worlds), w)
+
+
+def imitable(states: np.ndarray) -> np.ndarray:
+    """Joint states (W, T+1, 4) with every step from the first whose bar
+    turns faster than SPIN_LIMIT (or is not finite) on set to NaN, so
+    `Demonstrations.add` keeps only what comes before."""
+    bad = ~(np.abs(states[..., 3]) <= SPIN_LIMIT) | ~np.isfinite(states).all(axis=-1)
+    return np.where(np.cumsum(bad, axis=1)[..., None] > 0, np.nan, states)
+
+
+def score(spread: np.ndarray) -> tuple:
+    """Ranks a round's students by their last-second distances (W,), world
+    0 (the experiment's hanging start) first: balanced from the hanging
+    start, then how many balanced, then the hanging start's distance."""
+    return (bool(spread[0] < TARGET_M), int(np.sum(spread < TARGET_M)), -float(spread[0]))
 
 
 def _per_world(traj, task):
@@ -203,41 +227,48 @@ def _initial(pipe: Pipeline, rng, worlds: int) -> list:
 
 
 def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed, show):
-    """DAgger. Returns the weights, the imitation losses (rounds x updates,),
-    the teacher's and each round's student tip distances from the hanging
-    start ((T+1,) each), every round's students' last-second distances and
-    how many student rollouts were left out (non-finite: diverged)."""
+    """DAgger. Returns the best round's weights (by `score`), the imitation
+    losses (rounds x updates,), the teacher's and each round's student tip
+    distances from the hanging start ((T+1,) each), every round's
+    students' last-second distances, the best round (1-based) and how many
+    student rollouts were cut (spun past SPIN_LIMIT or diverged)."""
     rng = np.random.default_rng(seed)
     data = Demonstrations()
     task = np.zeros((worlds, 0))
     rows, length, _ = chunk
     losses, students, spread = [], [], []
-    teacher_tip, left_out = None, 0
+    teacher_tip, cut, best = None, 0, None
+
+    def evaluate(weights, k):
+        """The students' rollouts with `weights` (fitted in round k), kept as
+        best when they score higher; returns their joint states."""
+        nonlocal best
+        tip, states = pipe.student_rollouts(task, *weights.values(), *_initial(pipe, rng, worlds))
+        students.append(np.asarray(tip[0]))
+        spread.append(last_second(np.asarray(tip), pipe.scene.dt))
+        if best is None or score(spread[-1]) > best[0]:
+            best = (score(spread[-1]), k, weights)
+        return np.asarray(states)
+
     bar = progress(range(rounds * updates), "imitation", show, total=rounds * updates)
     for k in range(rounds):
-        init = _initial(pipe, rng, worlds)
         if k == 0:
-            tip, states = pipe.teacher_rollouts(task, *init)
+            tip, states = pipe.teacher_rollouts(task, *_initial(pipe, rng, worlds))
             teacher_tip = np.asarray(tip[0])
         else:
-            tip, states = pipe.student_rollouts(task, *weights.values(), *init)
-            students.append(np.asarray(tip[0]))
-            spread.append(last_second(np.asarray(tip), pipe.scene.dt))
+            states = evaluate(weights, k)
             bar.set_description(f"imitation (round {k}: {np.sum(spread[-1] < TARGET_M)}/"
                                 f"{worlds} balanced, hanging start {spread[-1][0]:.3f} m)")
-        states = np.asarray(states)
-        left_out += data.add(pipe.images(states), pipe.teacher.command(states))
+        states = imitable(np.asarray(states))
+        cut += data.add(pipe.images(states), pipe.teacher.command(states), min_length=length)
         weights, part = fit_demonstrations(pipe.imitate, data, weights, rows=rows, length=length,
                                            updates=updates,
                                            learning_rate=IMITATION_RATE * RATE_DECAY ** k,
                                            rng=rng, bar=bar)
         losses.extend(part)
     bar.close()
-    init = _initial(pipe, rng, worlds)
-    tip, _ = pipe.student_rollouts(task, *weights.values(), *init)
-    students.append(np.asarray(tip[0]))
-    spread.append(last_second(np.asarray(tip), pipe.scene.dt))
-    return weights, np.array(losses), teacher_tip, students, spread, left_out
+    evaluate(weights, rounds)
+    return best[2], np.array(losses), teacher_tip, students, spread, best[1], cut
 
 
 def _fine_tune(scene, ctrl, weights, steps, evaluations, backend, show):
@@ -292,10 +323,10 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
     saved = load_checkpoint(checkpoint, config) if checkpoint else None
     if saved is None:
         clock = time.perf_counter()
-        distilled, imitation, teacher_tip, students, spread, left_out = _distil(
+        distilled, imitation, teacher_tip, students, spread, best_round, cut = _distil(
             pipe, ctrl, ctrl.init(seed), worlds, rounds, updates, chunk, seed, show_progress)
         saved = {"weights": distilled, "imitation": imitation, "teacher_tip": teacher_tip,
-                 "students": students, "spread": spread, "left_out": left_out,
+                 "students": students, "spread": spread, "best_round": best_round, "cut": cut,
                  "seconds": time.perf_counter() - clock}
         if checkpoint:
             save_checkpoint(checkpoint, config, saved)
@@ -307,7 +338,8 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
         "final_tip_distance": final,
         "target_met": final < TARGET_M,
         "teacher_tip_distance": float(last_second(saved["teacher_tip"], dt)),
-        "distilled_tip_distance": float(last_second(saved["students"][-1], dt)),
+        "distilled_tip_distance": float(last_second(saved["students"][saved["best_round"] - 1],
+                                                    dt)),
         "distilled_loss": losses[0],
         "best_loss": min(losses),
         "teacher_loss": float(np.mean(saved["teacher_tip"])),
@@ -318,8 +350,11 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
         "rejected_steps": rejected,
         "parameters": ctrl.n_parameters,
         "students_balanced": [int(np.sum(s < TARGET_M)) for s in saved["spread"]],
-        # Student rollouts whose physics diverged (non-finite): not imitated.
-        "rollouts_left_out": int(saved.get("left_out", 0)),
+        # The round whose weights were kept and fine-tuned (1-based, by `score`).
+        "best_round": int(saved["best_round"]),
+        # Student rollouts imitated only up to a bar spinning past SPIN_LIMIT
+        # or diverging.
+        "rollouts_cut": int(saved["cut"]),
     }
     return ExperimentResult(
         name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
@@ -359,9 +394,9 @@ def report(result: ExperimentResult) -> str:
             + f"({x['seconds_simulated']:.1f} s at dt {x['dt']} s, {x['backend']}); "
             + f"{m['dagger_rounds']} DAgger rounds, {m['fine_tune_updates']} fine-tuning updates "
             + f"({m['rejected_steps']} undone by the guard)"
-            + f"\nstudents balanced (< {TARGET_M} m) per round, of {x['worlds']} starts: "
-            + f"{m['students_balanced']}; student rollouts left out (diverged): "
-            + f"{m.get('rollouts_left_out', 0)}"
+            + f"\nstudents balanced (< {TARGET_M} m) after each round, of {x['worlds']} starts: "
+            + f"{m['students_balanced']}; round {m['best_round']}'s weights kept; student "
+            + f"rollouts cut at a bar spinning past {SPIN_LIMIT:.0f} rad/s: {m['rollouts_cut']}"
             + f"\ntarget: mean tip distance over the last second < {TARGET_M} m: "
             + verdict(m["target_met"]))
 
