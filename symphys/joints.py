@@ -32,7 +32,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 from symphys.algebra import (Mat3, Vec3, cross, dot, matmul, matTvec, matvec, quat_to_mat,
-                             safe_div, transpose)
+                             rotation_coefficients, safe_div, transpose)
 from symphys.contacts import Gather
 from symphys.model import State, _stack_bodies
 from symphys.params import drag_joints
@@ -335,16 +335,22 @@ def _rotation_error(pose: _Pose) -> Vec3:
 
 
 def _centripetal_drift(pose: _Pose, w: Vec3, dt: float) -> Vec3:
-    """Second-order separation of the anchors over one step at angular
-    velocities w: the rotation update R <- renormalise(R + dt [w] R) moves a
-    lever arm r by dt w x r + dt^2/2 w x (w x r), and the point rows only
-    cancel the first-order part. (B, K) components."""
-    wa = w.map(pose.ga.take)
-    drift = cross(wa, cross(wa, pose.ra))
+    """Separation of the anchors over one step at angular velocities w
+    beyond the first-order part dt w x r that the point rows cancel: the
+    rotation update `rotate_by(dt w)` moves a lever arm r by
+    dt (sin t/t) w x r + dt^2 (1 - cos t)/t^2 w x (w x r), t = dt |w|.
+    (B, K) components."""
+    def beyond_first_order(wb: Vec3, r: Vec3) -> Vec3:
+        sinc, cosc = rotation_coefficients(wb.scale(dt))
+        turn = cross(wb, r)
+        return Vec3(*((sinc - 1.0) * dt * a + cosc * dt * dt * b
+                      for a, b in zip(turn, cross(wb, turn))))
+
+    drift = beyond_first_order(w.map(pose.ga.take), pose.ra)
     if pose.gb is not None:
-        wb = w.map(pose.gb.take)
-        drift = drift - cross(wb, cross(wb, pose.rb))
-    return drift.scale(0.5 * dt * dt)
+        drift = Vec3(*(a - b for a, b in zip(
+            drift, beyond_first_order(w.map(pose.gb.take), pose.rb))))
+    return drift
 
 
 def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobility,

@@ -4,7 +4,9 @@
 2. contact rows at the current pose; projected Gauss-Seidel impulses
    (with a penalty contact model, `symphys.penalty`'s spring-damper
    impulses instead of contact rows);
-3. x += dt v; R <- renormalise(R + dt [w]x R), where a body whose first
+3. x += dt v; R <- renormalise(exp(dt [w]x) R) (the exact rotation by dt w,
+   `rotate_by`: a first-order R + dt [w]x R gained energy on a bar spinning
+   at 20 rad/s with dt 0.01 s and diverged within 3 s), where a body whose first
    contact of the step closes only after a fraction tau of it moves with its
    pre-impulse velocity for that fraction (time-of-impact correction: the
    landing time, and with it the final state, varies continuously with the
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.algebra import Vec3, add_mat, cross, matTvec, matvec, renormalise, skew_times
+from symphys.algebra import Vec3, cross, matTvec, matvec, renormalise, rotate_by
 from symphys.contacts import STATIC, ContactBlock, Gather, contact_geometry
 from symphys.joints import (JointBlock, JointFrames, MotorArrays, MotorBlock, drag_rows,
                             joint_rows, motor_rows)
@@ -165,6 +167,6 @@ def step(model: StepModel, state: State) -> State:
             w_move = Vec3(*(a + tau * (b - a) for a, b in zip(w, w_free)))
     dt = scene.dt
     position = state.position + v_move.scale(dt)
-    rotation = add_mat(state.rotation, skew_times(w_move.scale(dt), state.rotation))
+    rotation = rotate_by(w_move.scale(dt), state.rotation)
     rotation = renormalise(rotation, options.renormalisation_iterations)
     return State(position, rotation, v, w)

@@ -82,10 +82,11 @@ RATE_DECAY = 0.7                           # per round
 START_SPREAD = (0.5, 2.0)                  # std of the random starts' cart (m/s), bar (rad/s) rates
 NEAR_REST = 0.25                           # share of the worlds whose rates are 10x smaller
 # A bar turning faster than this (rad/s; twice the rate the upright's energy
-# gives it hanging) is beyond anything the teacher does, and at dt 0.01 s a
-# few times faster makes the engine's step diverge (session 24: a bang-bang
-# cart target at 0.9-2.7 Hz spun the bar past 100 rad/s, then NaN). Student
-# rollouts are imitated up to the first such step.
+# gives it hanging) is beyond anything the teacher does: a student rollout
+# is imitated up to its first such step (or its first non-finite one), so
+# the data holds the states where the student went wrong, not seconds of a
+# spinning bar. (Before session 24's exact rotation update, `rotate_by`, a
+# bar spun past ~30 rad/s by a bang-bang cart made the engine diverge.)
 SPIN_LIMIT = 20.0
 EVALUATIONS, EVALUATIONS_QUICK = 10, 2     # fine-tuning updates on the A6 loss
 LEARNING_RATE = 1e-4
