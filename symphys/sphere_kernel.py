@@ -18,7 +18,7 @@ Per step and sphere, as the engine does:
 3. `iterations` projected Gauss-Seidel sweeps: normal row (impulse >= 0),
    then friction (pyramid: x then y, each clamped to mu lambda_n; cone: both
    scaled into the circle), accumulated impulses clamped;
-4. x += dt v_move, R <- renormalise(R + dt [w_move]x R), with
+4. x += dt v_move, R <- renormalise(exp(dt [w_move]x) R), with
    v_move = v + tau (v_free - v) (the pre-impulse velocity for the fraction
    of the step before the contact closes).
 
@@ -178,6 +178,24 @@ def prepare(scene: Scene, params: dict | None = None) -> SphereConstants:
         renormalisation_iterations=int(opts.renormalisation_iterations), **arrays)
 
 
+@numba.njit(cache=True, inline="always")
+def _rotation_coefficients(t2):
+    """(sin t / t, (1 - cos t) / t^2) of t^2, as `algebra.rotation_coefficients`."""
+    if t2 < 1e-2:
+        return (1.0 - t2 / 6.0 * (1.0 - t2 / 20.0 * (1.0 - t2 / 42.0)),
+                0.5 - t2 / 24.0 * (1.0 - t2 / 30.0 * (1.0 - t2 / 56.0)))
+    t = math.sqrt(t2)
+    return math.sin(t) / t, (1.0 - math.cos(t)) / t2
+
+
+@numba.njit(cache=True, inline="always")
+def _rotate_column(ax, ay, az, sinc, cosc, x, y, z):
+    """exp([a]x) applied to the column (x, y, z)."""
+    ox, oy, oz = ay * z - az * y, az * x - ax * z, ax * y - ay * x
+    tx, ty, tz = ay * oz - az * oy, az * ox - ax * oz, ax * oy - ay * ox
+    return x + sinc * ox + cosc * tx, y + sinc * oy + cosc * ty, z + sinc * oz + cosc * tz
+
+
 @numba.njit(fastmath=False)
 def _step(state, body, gx, gy, gz, height, dt, beta, u0, iterations, cone, renorm):
     """One step of one sphere: the 18 state scalars (position, rotation
@@ -270,13 +288,11 @@ def _step(state, body, gx, gy, gz, height, dt, beta, u0, iterations, cone, renor
     py = py + my * dt
     pz = pz + mz * dt
     ax, ay, az = nx * dt, ny * dt, nz * dt
-    # R + [a]x R, column by column
-    r00, r10, r20 = (r00 + (ay * r20 - az * r10), r10 + (az * r00 - ax * r20),
-                     r20 + (ax * r10 - ay * r00))
-    r01, r11, r21 = (r01 + (ay * r21 - az * r11), r11 + (az * r01 - ax * r21),
-                     r21 + (ax * r11 - ay * r01))
-    r02, r12, r22 = (r02 + (ay * r22 - az * r12), r12 + (az * r02 - ax * r22),
-                     r22 + (ax * r12 - ay * r02))
+    # exp([a]x) R = R + sinc [a]x R + cosc [a]x [a]x R, column by column
+    sinc, cosc = _rotation_coefficients(ax * ax + ay * ay + az * az)
+    r00, r10, r20 = _rotate_column(ax, ay, az, sinc, cosc, r00, r10, r20)
+    r01, r11, r21 = _rotate_column(ax, ay, az, sinc, cosc, r01, r11, r21)
+    r02, r12, r22 = _rotate_column(ax, ay, az, sinc, cosc, r02, r12, r22)
     for _k in range(renorm):   # R <- (3 R - R R^T R) / 2
         g00 = r00 * r00 + r01 * r01 + r02 * r02
         g11 = r10 * r10 + r11 * r11 + r12 * r12
