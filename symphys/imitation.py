@@ -7,12 +7,16 @@ Adam on the exact gradient through its memory, to the commands a teacher
 gave at the same steps:
 
     fit = imitation_function(controller, rows=8, length=40, burn_in=8)
-    loss, *grads = fit(observations, commands, *weights.values())
+    loss, *grads = fit(observations, commands, from_start, *weights.values())
 
-observations: (rows, length, n_obs); commands: (rows, length, n_out). The
-memory starts at zero at each chunk's first step; the first `burn_in`
-steps only fill it (they carry no loss), so the controller learns to act
-from a memory that has seen a few steps, as it has in a rollout.
+observations: (rows, length, n_obs); commands: (rows, length, n_out);
+from_start: (rows,), 1 where a chunk begins at its sequence's first step.
+The memory starts at zero at each chunk's first step. Inside a sequence
+the first `burn_in` steps only fill it (they carry no loss), so the
+controller learns to act from a memory that has seen a few steps, as it
+has in a rollout; a chunk that begins where the rollout began has every
+step scored, since there the memory really is empty (the first steps of
+a swing-up from rest, say, are learnt only from such chunks).
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from symphys.optim import Adam
 def imitation_function(controller, rows: int, length: int, n_obs: int, burn_in: int = 0,
                        backend: "str | Backend" = "jax") -> Compiled:
     """Compiled f(observations (rows, length, n_obs), commands (rows,
-    length, n_out), *weights) -> [mean squared command error over steps
-    >= burn_in, *d weights]."""
+    length, n_out), from_start (rows,), *weights) -> [mean squared command
+    error over the steps scored (>= burn_in, or all of a row with
+    from_start 1), *d weights]."""
     backend = as_backend(backend)
     if not 0 <= burn_in < length:
         raise ParameterError(f"imitation: burn_in ({burn_in}) must lie in [0, length = {length})")
@@ -44,6 +49,7 @@ def imitation_function(controller, rows: int, length: int, n_obs: int, burn_in: 
         weights = _weight_inputs(controller, None)
         obs = pt.tensor("observations", dtype="float64", shape=(rows, length, n_obs))
         target = pt.tensor("commands", dtype="float64", shape=(rows, length, controller.n_out))
+        from_start = pt.tensor("from_start", dtype="float64", shape=(rows,))
         names = list(weights)
         carry0 = [pt.zeros((rows, size)) for size in controller.carry_sizes()]
         n_carry = len(carry0)
@@ -58,9 +64,11 @@ def imitation_function(controller, rows: int, length: int, n_obs: int, burn_in: 
                             outputs_info=[None, *carry0], non_sequences=list(weights.values()),
                             return_updates=False, name="imitation")
         actions = (out[0] if isinstance(out, (list, tuple)) else out).dimshuffle(1, 0, 2)
-        loss = ((actions - target)[:, burn_in:] ** 2).mean()
+        scored = pt.maximum((pt.arange(length) >= burn_in)[None, :], from_start[:, None])
+        error = ((actions - target) ** 2).mean(axis=-1)                  # (rows, length)
+        loss = (scored * error).sum() / scored.sum()
         grads = pytensor.grad(loss, list(weights.values()))
-        return compile([obs, target, *weights.values()], [loss, *grads], backend)
+        return compile([obs, target, from_start, *weights.values()], [loss, *grads], backend)
 
     return cached(key, build, backend, None)
 
@@ -97,32 +105,37 @@ class Demonstrations:
     def __len__(self) -> int:
         return len(self.observations)
 
-    def chunks(self, rng: np.random.Generator, rows: int, length: int):
+    def chunks(self, rng: np.random.Generator, rows: int, length: int,
+               start_share: float = 0.0):
         """(observations (rows, length, n_obs), commands (rows, length,
-        n_out)) from random sequences at least `length` steps long (each
-        drawn in proportion to its number of chunk starts) at random
-        starts."""
+        n_out), from_start (rows,)) from random sequences at least `length`
+        steps long (each drawn in proportion to its number of chunk starts)
+        at random starts; the first round(start_share x rows) rows begin at
+        their sequence's first step (from_start 1)."""
         starts = np.array([max(len(o) - length + 1, 0) for o in self.observations])
         if starts.sum() == 0:
             raise ParameterError(f"demonstrations: no sequence is {length} steps long")
         seq = rng.choice(len(self), rows, p=starts / starts.sum())
-        first = [rng.integers(0, starts[s]) for s in seq]
+        first = np.array([rng.integers(0, starts[s]) for s in seq])
+        first[:int(round(start_share * rows))] = 0
         obs = np.stack([self.observations[s][t:t + length] for s, t in zip(seq, first)])
         cmd = np.stack([self.commands[s][t:t + length] for s, t in zip(seq, first)])
-        return obs.astype(float), cmd
+        return obs.astype(float), cmd, (first == 0).astype(float)
 
 
 def fit_demonstrations(fn: Compiled, data: Demonstrations, weights: dict, *, rows: int,
                        length: int, updates: int, learning_rate: float = 1e-3,
-                       rng: np.random.Generator | None = None, bar=None):
-    """Adam on random chunks for `updates` steps. Returns (weights, the
+                       rng: np.random.Generator | None = None, bar=None,
+                       start_share: float = 0.0):
+    """Adam on random chunks for `updates` steps (`Demonstrations.chunks`,
+    start_share of them from sequences' first steps). Returns (weights, the
     losses (updates,)); bar: a tqdm bar to advance and annotate."""
     rng = rng or np.random.default_rng(0)
     adam = Adam(learning_rate=learning_rate, clip_norm=1.0)
     losses = []
     for _ in range(updates):
-        obs, cmd = data.chunks(rng, rows, length)
-        value, *grads = fn(obs, cmd, *weights.values())
+        obs, cmd, from_start = data.chunks(rng, rows, length, start_share)
+        value, *grads = fn(obs, cmd, from_start, *weights.values())
         if not np.isfinite(value):
             raise ParameterError("imitation: the loss is not finite; lower the learning rate")
         weights = adam.step(weights, dict(zip(weights, grads)))

@@ -29,7 +29,9 @@ def test_loss_and_gradient_match_central_differences(elman):
     rng = np.random.default_rng(0)
     obs, cmd = _rate_task(rng, ROWS, LENGTH)
     weights = ctrl.init(1)
-    value, *grads = fn(obs, cmd[..., None], *weights.values())
+    # Row 1 begins where its rollout began: all its steps are scored.
+    from_start = np.array([0.0, 1.0, 0.0, 0.0])
+    value, *grads = fn(obs, cmd[..., None], from_start, *weights.values())
     # The loss by hand: run the memory, skip the burn-in steps.
     p = weights
     h = np.zeros((ROWS, 8))
@@ -38,7 +40,9 @@ def test_loss_and_gradient_match_central_differences(elman):
         h = np.tanh(obs[:, t] @ p["rnn.wx"] + h @ p["rnn.wh"] + p["rnn.b"])
         out.append(h @ p["rnn.wo"] + p["rnn.bo"])
     out = np.stack(out, 1)[..., 0]
-    assert value == pytest.approx(np.mean((out - cmd)[:, BURN_IN:] ** 2), rel=1e-12)
+    scored = np.ones((ROWS, LENGTH), bool)
+    scored[[0, 2, 3], :BURN_IN] = False
+    assert value == pytest.approx(np.mean((out - cmd)[scored] ** 2), rel=1e-12)
     name, k = "rnn.wh", (2, 5)
     eps = 1e-6
     up, down = {**weights}, {**weights}
@@ -46,8 +50,8 @@ def test_loss_and_gradient_match_central_differences(elman):
     up[name][k] += eps
     down[name] = weights[name].copy()
     down[name][k] -= eps
-    fd = (fn(obs, cmd[..., None], *up.values())[0]
-          - fn(obs, cmd[..., None], *down.values())[0]) / (2 * eps)
+    fd = (fn(obs, cmd[..., None], from_start, *up.values())[0]
+          - fn(obs, cmd[..., None], from_start, *down.values())[0]) / (2 * eps)
     assert grads[list(weights).index(name)][k] == pytest.approx(fd, rel=1e-6, abs=1e-12)
 
 
@@ -57,11 +61,11 @@ def test_fitting_learns_a_rate_from_positions(elman):
     data = Demonstrations()
     data.add(*_rate_task(rng))
     start = ctrl.init(0)
-    obs, cmd = data.chunks(np.random.default_rng(5), ROWS, LENGTH)
-    before = fn(obs, cmd, *start.values())[0]
+    obs, cmd, first = data.chunks(np.random.default_rng(5), ROWS, LENGTH)
+    before = fn(obs, cmd, first, *start.values())[0]
     weights, losses = fit_demonstrations(fn, data, start, rows=ROWS, length=LENGTH,
                                          updates=300, learning_rate=1e-2, rng=rng)
-    after = fn(obs, cmd, *weights.values())[0]
+    after = fn(obs, cmd, first, *weights.values())[0]
     # The command variance is 0.09: a memoryless guess cannot go below it.
     assert before > 0.05 and after < 0.2 * before and len(losses) == 300
 
@@ -88,7 +92,9 @@ def test_diverged_sequences_keep_their_finite_part():
     assert [len(o) for o in data.observations] == [6, 3]
     assert all(np.isfinite(o).all() for o in data.observations)
     assert data.add(np.ones((1, 6, 3)), np.zeros((1, 6))) == 0 and len(data) == 3
-    o, c = data.chunks(np.random.default_rng(0), 50, 4)
-    assert o.shape == (50, 4, 3) and c.shape == (50, 4, 1)
+    o, c, first = data.chunks(np.random.default_rng(0), 50, 4, start_share=0.1)
+    assert o.shape == (50, 4, 3) and c.shape == (50, 4, 1) and first.shape == (50,)
+    # Five rows (a share of 0.1) begin at their sequence's first step.
+    assert first[:5].all() and first.sum() < 50
     with pytest.raises(ParameterError, match="7 steps long"):
         data.chunks(np.random.default_rng(0), 2, 7)
