@@ -127,10 +127,6 @@ def skew_times(w: Vec3, m: Mat3) -> Mat3:
     return Mat3(c[0].x, c[1].x, c[2].x, c[0].y, c[1].y, c[2].y, c[0].z, c[1].z, c[2].z)
 
 
-def add_mat(a: Mat3, b: Mat3) -> Mat3:
-    return Mat3(*(x + y for x, y in zip(a, b)))
-
-
 def rotation_coefficients(u: Vec3):
     """(sin t / t, (1 - cos t) / t^2) for t = |u|, smooth at t = 0 (Taylor
     series below t^2 = 1e-2, where they agree with the closed forms to

@@ -343,13 +343,11 @@ def _centripetal_drift(pose: _Pose, w: Vec3, dt: float) -> Vec3:
     def beyond_first_order(wb: Vec3, r: Vec3) -> Vec3:
         sinc, cosc = rotation_coefficients(wb.scale(dt))
         turn = cross(wb, r)
-        return Vec3(*((sinc - 1.0) * dt * a + cosc * dt * dt * b
-                      for a, b in zip(turn, cross(wb, turn))))
+        return turn.scale((sinc - 1.0) * dt) + cross(wb, turn).scale(cosc * dt * dt)
 
     drift = beyond_first_order(w.map(pose.ga.take), pose.ra)
     if pose.gb is not None:
-        drift = Vec3(*(a - b for a, b in zip(
-            drift, beyond_first_order(w.map(pose.gb.take), pose.rb))))
+        drift = drift - beyond_first_order(w.map(pose.gb.take), pose.rb)
     return drift
 
 
