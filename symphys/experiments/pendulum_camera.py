@@ -233,11 +233,12 @@ def _initial(pipe: Pipeline, rng, worlds: int) -> list:
 
 
 def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed, show):
-    """DAgger. Returns the best round's weights (by `score`), the imitation
-    losses (rounds x updates,), the teacher's and each round's student tip
-    distances from the hanging start ((T+1,) each), every round's
-    students' last-second distances, the best round (1-based) and how many
-    student rollouts were cut (spun past SPIN_LIMIT or diverged)."""
+    """DAgger. Returns {weights: the best round's (by `score`), imitation:
+    the losses (rounds x updates,), teacher_tip and students: the teacher's
+    and each round's student tip distances from the hanging start ((T+1,)
+    each), spread: every round's students' last-second distances,
+    best_round (1-based), cut: how many student rollouts were cut (spun
+    past SPIN_LIMIT or diverged)}."""
     rng = np.random.default_rng(seed)
     data = Demonstrations()
     task = np.zeros((worlds, 0))
@@ -274,7 +275,8 @@ def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed,
         losses.extend(part)
     bar.close()
     evaluate(weights, rounds)
-    return best[2], np.array(losses), teacher_tip, students, spread, best[1], cut
+    return {"weights": best[2], "imitation": np.array(losses), "teacher_tip": teacher_tip,
+            "students": students, "spread": spread, "best_round": best[1], "cut": cut}
 
 
 def _fine_tune(scene, ctrl, weights, steps, evaluations, backend, show):
@@ -329,11 +331,9 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
     saved = load_checkpoint(checkpoint, config) if checkpoint else None
     if saved is None:
         clock = time.perf_counter()
-        distilled, imitation, teacher_tip, students, spread, best_round, cut = _distil(
-            pipe, ctrl, ctrl.init(seed), worlds, rounds, updates, chunk, seed, show_progress)
-        saved = {"weights": distilled, "imitation": imitation, "teacher_tip": teacher_tip,
-                 "students": students, "spread": spread, "best_round": best_round, "cut": cut,
-                 "seconds": time.perf_counter() - clock}
+        saved = _distil(pipe, ctrl, ctrl.init(seed), worlds, rounds, updates, chunk, seed,
+                        show_progress)
+        saved["seconds"] = time.perf_counter() - clock
         if checkpoint:
             save_checkpoint(checkpoint, config, saved)
     losses, norms, first, best, _, tune_s, rejected = _fine_tune(
