@@ -74,7 +74,9 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
         raise ParameterError(f"{scene.source}: {sorted(shared)} given both as wrt_params "
                              f"and as world_params")
     aux_key = None if aux is None else LossKey(aux)
-    key = ("closed_loop", scene.structure_key(), steps, controller, LossKey(loss),
+    # The parameters not given as inputs are constants of the graph.
+    values = scene.values_key((*wrt_params, *world_params))
+    key = ("closed_loop", scene.structure_key(), values, steps, controller, LossKey(loss),
            backend, worlds, population, tuple(wrt_params), options, gradient,
            tuple(world_params), aux_key)
 
@@ -114,7 +116,7 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
                                                       options.stride, extra=(task,))
         if text is None or (aux is not None and aux_text is None):
             return None
-        return ("closed_loop", scene.structure_key(), steps, repr(controller), text,
+        return ("closed_loop", scene.structure_key(), values, steps, repr(controller), text,
                 backend.value, worlds, population, tuple(wrt_params), repr(options), gradient,
                 tuple(world_params), aux_text)
 
@@ -130,7 +132,8 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
     `Trajectory` of world 0, fields (steps + 1, ...)."""
     backend = as_backend(backend)
     rows = 1 if task is None or np.ndim(task) == 1 else len(task)
-    key = ("closed_loop_trajectory", scene.structure_key(), steps, controller, backend, rows)
+    key = ("closed_loop_trajectory", scene.structure_key(), scene.values_key(), steps,
+           controller, backend, rows)
 
     def build():
         inputs = _weight_inputs(controller, None)
@@ -144,8 +147,7 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
         return compile([task_in, *inputs.values()], outs, backend)
 
     def described():
-        return ("closed_loop_trajectory", scene.structure_key(), steps, repr(controller),
-                backend.value, rows)
+        return ("closed_loop_trajectory", *key[1:4], repr(controller), backend.value, rows)
 
     fn = cached(key, build, backend, described)
     task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)

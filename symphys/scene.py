@@ -540,3 +540,17 @@ class Scene:
             # without one are left as they were).
             doc["camera_sensors"] = repr([self.appearance_key(self.camera(n)) for n in seen])
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+    def values_key(self, given=()) -> str:
+        """Hash of the parameter values a graph holds as constants: every
+        parameter's default except those named in `given` (graph inputs).
+        Entry points that build the scene's defaults into the graph key
+        their functions by it as well as by `structure_key`, so a scene
+        that differs only in a value (a motor gain, a mass) gets its own."""
+        given = set(given)
+        digest = hashlib.sha256()
+        for name, value in sorted(self.parameters().items()):
+            if name not in given:
+                digest.update(name.encode())
+                digest.update(np.ascontiguousarray(value, dtype=np.float64).tobytes())
+        return digest.hexdigest()[:16]

@@ -144,3 +144,43 @@ def test_closed_loop_gradient_is_stored_too(tmp_path, monkeypatch):
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-13, atol=1e-13)
     assert np.abs(got[1]).max() > 0
+
+
+def test_a_scene_differing_only_in_values_gets_its_own_closed_loop_function(tmp_path,
+                                                                          monkeypatch):
+    # A closed loop builds the parameters it does not take as inputs (here
+    # the servo's gain and the rod's mass) into the graph as constants:
+    # neither the process's cache nor the store may hand a scene that
+    # differs only in such a value the function of another.
+    import dataclasses
+
+    from symphys import closed_loop, nn
+    from scenes import servo_pendulum
+
+    monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
+    scene = servo_pendulum()
+    slow = dataclasses.replace(scene, motors=tuple(dataclasses.replace(m, gain=2.0)
+                                                   for m in scene.motors))
+    ctrl = nn.MLP(scene.n_observations, 1, hidden=(4,), output_init=1.0)
+    weights = ctrl.init(0)
+    task = np.array([[0.4]])
+
+    def angle(traj, task):
+        return traj.position["rod"][:, -1, 0].mean()
+
+    def run(s):
+        return float(closed_loop.closed_loop_function(s, 30, ctrl, angle, backend="jax",
+                                                      gradient=False)(task, *weights.values()))
+
+    assert scene.values_key() != slow.values_key()
+    assert scene.values_key(["servo.gain"]) == slow.values_key(["servo.gain"])
+    fast_value, slow_value = run(scene), run(slow)
+    assert abs(fast_value - slow_value) > 1e-3
+    function_cache.clear_cache()
+    with monkeypatch.context() as m:
+        m.setattr(closed_loop, "rollout", _no_graph_building)
+        assert run(slow) == pytest.approx(slow_value, abs=1e-13)    # read back, not rebuilt
+        heavy = dataclasses.replace(scene, bodies=tuple(dataclasses.replace(b, mass=3 * b.mass)
+                                                        for b in scene.bodies))
+        with pytest.raises(AssertionError, match="a graph was built"):
+            run(heavy)

@@ -72,7 +72,8 @@ def speed_function(scene, steps: int, ctrl, backend, gradient: bool, batch: int,
     128)."""
     backend = as_backend(backend)
     size = static_batch(backend, True, batch)
-    key = ("quadruped_speed", scene.structure_key(), steps, ctrl, backend, gradient, size)
+    key = ("quadruped_speed", scene.structure_key(), scene.values_key(), steps, ctrl, backend,
+           gradient, size)
 
     def build():
         weights = {n: pt.tensor(name=n, dtype="float64", shape=s)
