@@ -1,6 +1,7 @@
 """A6 at test size: the cart-and-bar scene seen only through its camera, a
 vision controller trained through renderer, network and physics."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -70,6 +71,29 @@ def test_teacher_swings_up_and_balances_from_joint_states(teacher):
     assert np.allclose(states[:, 0, 3], init["bar.angular_velocity"][:, 1])
     assert np.allclose(states[:, 0, 1], init["cart.velocity"][:, 0])
     assert (a6.last_second(tip, scene.dt) < 0.01).all()
+    # The kick off the hanging bar is one smooth push, not a command that
+    # flips sign every step (session 25: +0.40, -0.45, +0.87, -0.45, ...
+    # before the swing law read the decoupled rate).
+    first = teacher.command(states[0, :20])
+    assert first[0] == pytest.approx(teacher.kick) and (first > 0.2).all()
+    assert np.abs(np.diff(first)).max() < 0.5
+
+
+def test_swing_law_ignores_the_bars_reaction_to_a_cart_jump(teacher):
+    """A jump dv of the cart's velocity (the servo's within one step) turns
+    the bar by beta cos(theta) dv; the swing law reads the rate without it,
+    so its command does not answer its own push within the step."""
+    m = teacher.model
+    assert m.coupling == pytest.approx(m.mass * m.com / m.inertia)
+    rng = np.random.default_rng(3)
+    states = np.column_stack([rng.uniform(-1, 1, 50), rng.uniform(-2, 2, 50),
+                              rng.uniform(-1.5, 1.5, 50), rng.uniform(-5, 5, 50)])
+    jump = rng.uniform(-3, 3, 50)
+    pushed = states + np.column_stack([0 * jump, jump, 0 * jump,
+                                       m.coupling * np.cos(states[:, 2]) * jump])
+    assert np.allclose(teacher.command(pushed), teacher.command(states), atol=1e-12)
+    coupled = dataclasses.replace(teacher, decouple=False)
+    assert not np.allclose(coupled.command(pushed), coupled.command(states), atol=1e-3)
 
 
 def test_numpy_law_is_the_controllers(teacher):
