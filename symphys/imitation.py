@@ -80,12 +80,16 @@ class Demonstrations:
 
     observations: list = field(default_factory=list)
     commands: list = field(default_factory=list)
+    marks: list = field(default_factory=list)      # (T,) bool per sequence: steps to focus on
 
-    def add(self, observations: np.ndarray, commands: np.ndarray, min_length: int = 1) -> int:
+    def add(self, observations: np.ndarray, commands: np.ndarray, min_length: int = 1,
+            marks: np.ndarray | None = None) -> int:
         """Keep each sequence up to its first step with a non-finite
         observation or command (a rollout whose physics diverged teaches
         only what came before); a kept part shorter than `min_length` steps
-        is left out. Returns how many sequences were cut or left out."""
+        is left out. marks (S, T) bool: steps that `chunks(focus_share=)`
+        draws chunks to end on (default none). Returns how many sequences
+        were cut or left out."""
         observations = np.asarray(observations, np.float32)
         commands = np.asarray(commands, float)
         if commands.ndim == 2:
@@ -93,31 +97,48 @@ class Demonstrations:
         if observations.shape[:2] != commands.shape[:2]:
             raise ParameterError(f"demonstrations: observations {observations.shape} and "
                                  f"commands {commands.shape} differ in sequences or steps")
+        marks = (np.zeros(commands.shape[:2], bool) if marks is None
+                 else np.asarray(marks, bool))
+        if marks.shape != commands.shape[:2]:
+            raise ParameterError(f"demonstrations: marks {marks.shape} must be (sequences, "
+                                 f"steps) = {commands.shape[:2]}")
         finite = np.isfinite(observations).all(axis=2) & np.isfinite(commands).all(axis=2)
         # Steps before the first non-finite one, per sequence (S,).
         kept = np.where(finite.all(axis=1), finite.shape[1], np.argmin(finite, axis=1))
-        for obs, cmd, n in zip(observations, commands, kept):
+        for obs, cmd, mark, n in zip(observations, commands, marks, kept):
             if n >= max(min_length, 1):
                 self.observations.append(obs[:n])
                 self.commands.append(cmd[:n])
+                self.marks.append(mark[:n])
         return int(np.sum(kept < finite.shape[1]))
 
     def __len__(self) -> int:
         return len(self.observations)
 
     def chunks(self, rng: np.random.Generator, rows: int, length: int,
-               start_share: float = 0.0):
+               start_share: float = 0.0, focus_share: float = 0.0):
         """(observations (rows, length, n_obs), commands (rows, length,
         n_out), from_start (rows,)) from random sequences at least `length`
         steps long (each drawn in proportion to its number of chunk starts)
         at random starts; the first round(start_share x rows) rows begin at
-        their sequence's first step (from_start 1)."""
+        their sequence's first step (from_start 1), the next
+        round(focus_share x rows) end on a marked step (`add`), drawn
+        uniformly over all such chunks (none marked: drawn as the rest)."""
         starts = np.array([max(len(o) - length + 1, 0) for o in self.observations])
         if starts.sum() == 0:
             raise ParameterError(f"demonstrations: no sequence is {length} steps long")
         seq = rng.choice(len(self), rows, p=starts / starts.sum())
         first = np.array([rng.integers(0, starts[s]) for s in seq])
-        first[:int(round(start_share * rows))] = 0
+        n_start = int(round(start_share * rows))
+        first[:n_start] = 0
+        # (sequence, start) of every chunk whose last step is marked.
+        ends = [np.flatnonzero(m[length - 1:]) for m in self.marks]
+        focus_seq = np.repeat(np.arange(len(self)), [len(e) for e in ends])
+        focus_first = np.concatenate(ends) if ends else np.zeros(0, int)
+        n_focus = min(int(round(focus_share * rows)), rows - n_start) if len(focus_seq) else 0
+        pick = rng.integers(0, max(len(focus_seq), 1), n_focus)
+        seq[n_start:n_start + n_focus] = focus_seq[pick]
+        first[n_start:n_start + n_focus] = focus_first[pick]
         obs = np.stack([self.observations[s][t:t + length] for s, t in zip(seq, first)])
         cmd = np.stack([self.commands[s][t:t + length] for s, t in zip(seq, first)])
         return obs.astype(float), cmd, (first == 0).astype(float)
@@ -126,15 +147,16 @@ class Demonstrations:
 def fit_demonstrations(fn: Compiled, data: Demonstrations, weights: dict, *, rows: int,
                        length: int, updates: int, learning_rate: float = 1e-3,
                        rng: np.random.Generator | None = None, bar=None,
-                       start_share: float = 0.0):
-    """Adam on random chunks for `updates` steps (`Demonstrations.chunks`,
-    start_share of them from sequences' first steps). Returns (weights, the
-    losses (updates,)); bar: a tqdm bar to advance and annotate."""
+                       start_share: float = 0.0, focus_share: float = 0.0):
+    """Adam on random chunks for `updates` steps (`Demonstrations.chunks`:
+    start_share of them from sequences' first steps, focus_share ending on
+    marked steps). Returns (weights, the losses (updates,)); bar: a tqdm
+    bar to advance and annotate."""
     rng = rng or np.random.default_rng(0)
     adam = Adam(learning_rate=learning_rate, clip_norm=1.0)
     losses = []
     for _ in range(updates):
-        obs, cmd, from_start = data.chunks(rng, rows, length, start_share)
+        obs, cmd, from_start = data.chunks(rng, rows, length, start_share, focus_share)
         value, *grads = fn(obs, cmd, from_start, *weights.values())
         if not np.isfinite(value):
             raise ParameterError("imitation: the loss is not finite; lower the learning rate")

@@ -98,3 +98,25 @@ def test_diverged_sequences_keep_their_finite_part():
     assert first[:5].all() and first.sum() < 50
     with pytest.raises(ParameterError, match="7 steps long"):
         data.chunks(np.random.default_rng(0), 2, 7)
+
+
+def test_focus_chunks_end_on_marked_steps():
+    rng = np.random.default_rng(4)
+    data = Demonstrations()
+    obs = np.arange(2 * 30, dtype=float).reshape(2, 30, 1)       # the step, per sequence
+    marks = np.zeros((2, 30), bool)
+    marks[1, 20:23] = True                                       # only sequence 1, steps 20-22
+    data.add(obs, np.zeros((2, 30)), marks=marks)
+    o, _, from_start = data.chunks(rng, 40, 10, start_share=0.25, focus_share=0.5)
+    assert (o[:10, 0, 0] % 30 == 0).all() and (from_start[:10] == 1).all()
+    last = o[10:30, -1, 0]
+    assert set(last) == {50.0, 51.0, 52.0}                       # 30 + 20..22: marked ends
+    # The other rows are drawn as before: from both sequences, anywhere.
+    rest = o[30:, 0, 0]
+    assert (rest < 30).any() and (rest >= 30).any()
+    # Nothing marked: focus rows are drawn like the rest; a bad shape is refused.
+    plain = Demonstrations()
+    plain.add(obs, np.zeros((2, 30)))
+    assert plain.chunks(rng, 8, 10, focus_share=0.5)[0].shape == (8, 10, 1)
+    with pytest.raises(ParameterError, match="marks"):
+        plain.add(obs, np.zeros((2, 30)), marks=np.zeros((2, 29), bool))

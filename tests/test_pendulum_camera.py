@@ -109,6 +109,11 @@ def test_numpy_law_is_the_controllers(teacher):
     expected = teacher.command(states)
     assert np.allclose(fn(states), expected, rtol=1e-12, atol=1e-12)
     assert np.all(np.abs(expected) <= teacher.limit) and np.ptp(expected) > 1
+    # The balance cone (the LQR's steps, which A6's chunks can focus on).
+    cone = teacher.balancing(states)
+    assert cone[:50].all() and not cone.all()
+    upright = np.abs(np.angle(np.exp(1j * (states[:, 2] - np.pi)))) < teacher.switch
+    assert np.array_equal(cone, upright)
 
 
 def test_quick_run_records_frames_and_tip_distance(tmp_path):

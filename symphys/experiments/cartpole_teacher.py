@@ -219,9 +219,18 @@ class Teacher:
         phase = w * lib.cos(theta) - lead * omega * lib.sin(theta)
         swing = (-amplitude * lib.tanh(k_swing * phase) * deficit
                  + self.kick * lib.exp(-energy / (KICK_ENERGY * top)))
-        near = lib.cos(phi) > np.cos(self.switch)
+        near = self._balancing(lib, theta)
         chosen = lib.where(near, balance, swing) if lib is np else pt.switch(near, balance, swing)
         return lib.clip(chosen, -self.limit, self.limit)
+
+    def _balancing(self, lib, theta):
+        """Whether the bar is inside the balance cone (half-angle `switch`
+        about the upright), where the law is the LQR."""
+        return -lib.cos(theta) > np.cos(self.switch)
+
+    def balancing(self, state: np.ndarray) -> np.ndarray:
+        """state (..., 4) -> (...,) bool: the LQR's steps (`_balancing`)."""
+        return self._balancing(np, np.asarray(state, float)[..., 2])
 
     def command(self, state: np.ndarray) -> np.ndarray:
         """state (..., 4) [x, v, theta, w] -> command (...,) (m)."""

@@ -83,6 +83,11 @@ IMITATION_RATE = 1e-3
 # first few steps, inside the burn-in of any other chunk (session 24's
 # first run: after round 1 no student moved the cart from the hanging start).
 START_SHARE = 0.25
+# Share of each batch's chunks that end inside the teacher's balance cone
+# (`Teacher.balancing`). Session 25's full run (0 here): as the students'
+# spinning rollouts filled the data, the balance law's share fell and the
+# kept student had dropped its feedback altogether.
+BALANCE_SHARE = 0.0
 RATE_DECAY = 0.7                           # per round
 START_SPREAD = (0.5, 2.0)                  # std of the random starts' cart (m/s), bar (rad/s) rates
 NEAR_REST = 0.25                           # share of the worlds whose rates are 10x smaller
@@ -267,11 +272,13 @@ def _distil(pipe: Pipeline, ctrl, weights, worlds, rounds, updates, chunk, seed,
             bar.set_description(f"imitation (round {k}: {np.sum(spread[-1] < TARGET_M)}/"
                                 f"{worlds} balanced, hanging start {spread[-1][0]:.3f} m)")
         states = imitable(np.asarray(states))
-        cut += data.add(pipe.images(states), pipe.teacher.command(states), min_length=length)
+        cut += data.add(pipe.images(states), pipe.teacher.command(states), min_length=length,
+                        marks=pipe.teacher.balancing(states))
         weights, part = fit_demonstrations(pipe.imitate, data, weights, rows=rows, length=length,
                                            updates=updates,
                                            learning_rate=IMITATION_RATE * RATE_DECAY ** k,
-                                           rng=rng, bar=bar, start_share=START_SHARE)
+                                           rng=rng, bar=bar, start_share=START_SHARE,
+                                           focus_share=BALANCE_SHARE)
         losses.extend(part)
     bar.close()
     evaluate(weights, rounds)
