@@ -331,7 +331,8 @@ def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress:
     steps = int(round(seconds / scene.dt))
     config = {"experiment": NAME, "steps": steps, "seed": seed, "backend": backend,
               "resolution": list(resolution), "channels": list(ctrl.channels), "worlds": worlds,
-              "rounds": rounds, "updates": updates, "chunk": list(chunk)}
+              "rounds": rounds, "updates": updates, "chunk": list(chunk),
+              "start_share": START_SHARE, "balance_share": BALANCE_SHARE}
     clock = time.perf_counter()
     pipe = Pipeline.build(scene, ctrl, steps, worlds, chunk, backend)
     build_s = time.perf_counter() - clock
