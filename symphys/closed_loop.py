@@ -132,8 +132,9 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
     `Trajectory` of world 0, fields (steps + 1, ...)."""
     backend = as_backend(backend)
     rows = 1 if task is None or np.ndim(task) == 1 else len(task)
-    key = ("closed_loop_trajectory", scene.structure_key(), scene.values_key(), steps,
-           controller, backend, rows)
+    values = scene.values_key()          # every parameter is a constant of this graph
+    key = ("closed_loop_trajectory", scene.structure_key(), values, steps, controller, backend,
+           rows)
 
     def build():
         inputs = _weight_inputs(controller, None)
@@ -147,7 +148,8 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
         return compile([task_in, *inputs.values()], outs, backend)
 
     def described():
-        return ("closed_loop_trajectory", *key[1:4], repr(controller), backend.value, rows)
+        return ("closed_loop_trajectory", scene.structure_key(), values, steps,
+                repr(controller), backend.value, rows)
 
     fn = cached(key, build, backend, described)
     task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)

@@ -209,14 +209,15 @@ class Teacher:
         phi = lib.arctan2(-lib.sin(theta), -lib.cos(theta))      # from the upright
         k = self.gain
         balance = -(k[0] * x + k[1] * v + k[2] * phi + k[3] * w)
-        if self.decouple:
-            w = w - m.coupling * lib.cos(theta) * v
-        energy = 0.5 * m.inertia * w ** 2 + m.mass * m.gravity * m.com * (1 - lib.cos(theta))
+        # The swing's rate: w less the bar's reaction to the cart's velocity.
+        rate = w - m.coupling * lib.cos(theta) * v if self.decouple else w
+        energy = (0.5 * m.inertia * rate ** 2
+                  + m.mass * m.gravity * m.com * (1 - lib.cos(theta)))
         top = 2 * m.mass * m.gravity * m.com
         amplitude, k_swing, lead = self.swing
         deficit = lib.clip((top - energy) / top, -1.0, 1.0)
         omega = np.sqrt(m.mass * m.gravity * m.com / m.inertia)
-        phase = w * lib.cos(theta) - lead * omega * lib.sin(theta)
+        phase = rate * lib.cos(theta) - lead * omega * lib.sin(theta)
         swing = (-amplitude * lib.tanh(k_swing * phase) * deficit
                  + self.kick * lib.exp(-energy / (KICK_ENERGY * top)))
         near = self._balancing(lib, theta)
