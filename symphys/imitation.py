@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+import scipy.signal
 
 from symphys.backends import Backend, Compiled, as_backend, compile
 from symphys.closed_loop import _weight_inputs
@@ -166,3 +167,20 @@ def fit_demonstrations(fn: Compiled, data: Demonstrations, weights: dict, *, row
             bar.update(1)
             bar.set_postfix(imitation=f"{value:.4f}")
     return weights, np.array(losses)
+
+
+def supervisor_noise(rng: np.random.Generator, rows: int, steps: int, n_out: int, dt: float,
+                     sigma: float, tau: float) -> np.ndarray:
+    """(rows, steps, n_out) smooth command noise for a teacher's rollouts
+    (DART, Laskey et al. 2017): the teacher acts with it added, the
+    labels are its clean commands at the states it visits, so the data
+    shows how to recover from errors like a student's. Each column is a
+    stationary Ornstein-Uhlenbeck sequence: standard deviation `sigma`,
+    correlation time `tau` (s) at step `dt` (s)."""
+    if sigma < 0 or tau <= 0 or dt <= 0:
+        raise ParameterError(f"supervisor_noise: sigma ({sigma}) must be >= 0, tau ({tau}) "
+                             f"and dt ({dt}) > 0")
+    a = np.exp(-dt / tau)
+    shocks = rng.normal(0.0, sigma * np.sqrt(1.0 - a * a), (rows, steps, n_out))
+    shocks[:, 0] = rng.normal(0.0, sigma, (rows, n_out))          # start in the stationary law
+    return scipy.signal.lfilter([1.0], [1.0, -a], shocks, axis=1)

@@ -5,7 +5,8 @@ import pytest
 
 from symphys import nn
 from symphys.errors import ParameterError
-from symphys.imitation import Demonstrations, fit_demonstrations, imitation_function
+from symphys.imitation import (Demonstrations, fit_demonstrations, imitation_function,
+                               supervisor_noise)
 
 ROWS, LENGTH, BURN_IN = 4, 12, 3
 
@@ -120,3 +121,21 @@ def test_focus_chunks_end_on_marked_steps():
     assert plain.chunks(rng, 8, 10, focus_share=0.5)[0].shape == (8, 10, 1)
     with pytest.raises(ParameterError, match="marks"):
         plain.add(obs, np.zeros((2, 30)), marks=np.zeros((2, 29), bool))
+
+
+def test_supervisor_noise_is_stationary_with_its_correlation_time():
+    """DART's command noise: standard deviation sigma at every step (the
+    first included) and correlation exp(-lag dt / tau) between steps."""
+    dt, sigma, tau = 0.01, 0.1, 0.2
+    noise = supervisor_noise(np.random.default_rng(0), 4000, 200, 2, dt, sigma, tau)
+    assert noise.shape == (4000, 200, 2)
+    for step in (0, 1, 199):
+        assert noise[:, step].std() == pytest.approx(sigma, rel=0.03)
+    x = noise[..., 0]
+    for lag in (1, 10, 40):
+        corr = np.mean(x[:, lag:] * x[:, :-lag]) / np.mean(x * x)
+        assert corr == pytest.approx(np.exp(-lag * dt / tau), abs=0.02)
+    # The columns are independent draws.
+    assert abs(np.mean(noise[..., 0] * noise[..., 1])) / sigma ** 2 < 0.02
+    with pytest.raises(ParameterError, match="tau"):
+        supervisor_noise(np.random.default_rng(0), 1, 10, 1, dt, sigma, 0.0)

@@ -9,6 +9,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
+from symphys import nn
 from symphys.closed_loop import closed_loop_function
 from symphys.experiments import cartpole_teacher as teaching
 from symphys.experiments import pendulum_camera as a6
@@ -77,6 +78,34 @@ def test_teacher_swings_up_and_balances_from_joint_states(teacher):
     first = teacher.command(states[0, :20])
     assert first[0] == pytest.approx(teacher.kick) and (first > 0.2).all()
     assert np.abs(np.diff(first)).max() < 0.5
+
+
+def test_noisy_teacher_keeps_the_bar_up_and_labels_recoveries(teacher):
+    """DART: the distillation's teacher rollouts run with smooth command
+    noise (one noise table per world); world 0's is zero, the clean law's
+    rollout. The noise pushes the bar about the upright and the teacher
+    brings it back, so the data holds recoveries."""
+    scene = a6.camera_scene(a6.RESOLUTION_QUICK)
+    worlds, steps = 4, int(round(a6.SECONDS / scene.dt))
+    noisy = nn.ActionNoise(teacher.controller, steps, scene.dt)
+    fn = closed_loop_function(teaching.state_scene(scene), steps, noisy, a6._per_world,
+                              population=worlds, world_params=teaching.WORLD_STATE,
+                              gradient=False, aux=a6._joint_states)
+    rng = np.random.default_rng(0)
+    noise = a6._teacher_noise(rng, worlds, steps, scene.dt)
+    assert not noise[0].any() and noise[1:].std() > 0.5 * a6.TEACHER_NOISE[0]
+    init = a6.starts(teacher.model, rng, worlds)
+    init = [np.repeat(init[k][:1], worlds, axis=0) for k in teaching.WORLD_STATE]
+    tip, states = fn(np.zeros((worlds, 0)), noise, *init)
+    # All start hanging at rest; world 0 is the clean teacher's rollout.
+    assert (a6.last_second(tip[:1], scene.dt) < 0.01).all()
+    assert np.abs(tip[1:] - tip[0]).max() > 0.1
+    # The noisy ones still end near the upright, the bar pushed off it and
+    # brought back.
+    assert (a6.last_second(tip[1:], scene.dt) < 0.15).all()
+    late = states[1:, -300:]
+    phi = np.abs(np.angle(-np.exp(1j * late[..., 2])))
+    assert teacher.balancing(late).all() and phi.max() > 0.05
 
 
 def test_swing_law_ignores_the_bars_reaction_to_a_cart_jump(teacher):
