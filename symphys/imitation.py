@@ -17,6 +17,10 @@ controller learns to act from a memory that has seen a few steps, as it
 has in a rollout; a chunk that begins where the rollout began has every
 step scored, since there the memory really is empty (the first steps of
 a swing-up from rest, say, are learnt only from such chunks).
+
+`supervisor_noise` gives a teacher smooth command noise for its own
+rollouts (DART): its labels stay clean, and the data then shows how it
+recovers from errors like a student's.
 """
 
 from __future__ import annotations
