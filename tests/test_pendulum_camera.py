@@ -9,7 +9,6 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from symphys import nn
 from symphys.closed_loop import closed_loop_function
 from symphys.experiments import cartpole_teacher as teaching
 from symphys.experiments import pendulum_camera as a6
@@ -87,10 +86,7 @@ def test_noisy_teacher_keeps_the_bar_up_and_labels_recoveries(teacher):
     brings it back, so the data holds recoveries."""
     scene = a6.camera_scene(a6.RESOLUTION_QUICK)
     worlds, steps = 4, int(round(a6.SECONDS / scene.dt))
-    noisy = nn.ActionNoise(teacher.controller, steps, scene.dt)
-    fn = closed_loop_function(teaching.state_scene(scene), steps, noisy, a6._per_world,
-                              population=worlds, world_params=teaching.WORLD_STATE,
-                              gradient=False, aux=a6._joint_states)
+    fn = a6.teacher_rollout_function(scene, teacher, steps, worlds)
     rng = np.random.default_rng(0)
     noise = a6._teacher_noise(rng, worlds, steps, scene.dt)
     assert not noise[0].any() and noise[1:].std() > 0.5 * a6.TEACHER_NOISE[0]

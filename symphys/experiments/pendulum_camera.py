@@ -208,6 +208,18 @@ def _joint_states(traj, task):
     return teaching.joint_state(traj)
 
 
+def teacher_rollout_function(scene, teacher: teaching.Teacher, steps: int, worlds: int,
+                             backend: str = "jax"):
+    """Compiled f(task, noise (W, T, 1), *initial) -> tip distances (W,
+    T+1), joint states (W, T+1, 4): the teacher's rollouts on joint
+    states, a population of one teacher per world, each with its own
+    command-noise table (`nn.ActionNoise`; zeros: the clean law)."""
+    noisy = nn.ActionNoise(teacher.controller, steps, scene.dt)
+    return closed_loop_function(teaching.state_scene(scene), steps, noisy, _per_world,
+                                population=worlds, world_params=teaching.WORLD_STATE,
+                                gradient=False, aux=_joint_states, backend=backend)
+
+
 @dataclasses.dataclass(frozen=True)
 class Pipeline:
     """The compiled pieces of the teacher and the distillation, for one
@@ -227,13 +239,10 @@ class Pipeline:
         from symphys.camera import RENDER_REWRITES, render
 
         teacher = teaching.Teacher.of(scene, backend)
-        common = dict(world_params=teaching.WORLD_STATE, gradient=False, aux=_joint_states,
-                      backend=backend)
-        # A population of one teacher per world: each its own noise table.
-        noisy = nn.ActionNoise(teacher.controller, steps, scene.dt)
-        teacher_fn = closed_loop_function(teaching.state_scene(scene), steps, noisy, _per_world,
-                                          population=worlds, **common)
-        student_fn = closed_loop_function(scene, steps, ctrl, _per_world, worlds=worlds, **common)
+        teacher_fn = teacher_rollout_function(scene, teacher, steps, worlds, backend)
+        student_fn = closed_loop_function(scene, steps, ctrl, _per_world, worlds=worlds,
+                                          world_params=teaching.WORLD_STATE, gradient=False,
+                                          aux=_joint_states, backend=backend)
         pos = pt.tensor("positions", dtype="float64", shape=(None, 2, 3))
         rot = pt.tensor("rotations", dtype="float64", shape=(None, 2, 3, 3))
         render_fn = compile([pos, rot], render(scene, scene.cameras[0], pos, rot), backend,
