@@ -1,0 +1,180 @@
+"""Packing the reference model into the kernels' arrays (symbolic), and
+numeric helpers to run one step both ways.
+
+`pack_inputs(bodies, world, frames, motors)` turns the reference's
+per-component tensors (`model.BodyArrays`, `model.WorldArrays`,
+`joints.JointFrames`, `joints.MotorArrays`) into the packed parameter
+arrays of `layout`: body (Bp, N, BODY.width), world (Bp, WORLD.width),
+joint (Bp, J, JOINT.width), motor (Bp, M, MOTOR.width). Everything upstream
+(the named parameters, inertias from masses and sizes, joint frames from
+anchors) stays the reference's graph, so gradients reach every name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+
+from symphys.model import State
+from symphys.physics.kernels.layout import BODY, JOINT, MOTOR, WORLD, Packing
+
+
+def _columns(parts: dict, packing: Packing, count: int | None) -> list:
+    """Per-column tensors of `packing`, each (Bp, count) (or (Bp,) when
+    count is None), zeros for a missing part."""
+    cols = []
+    for name in packing.names:
+        value = parts.get(name)
+        size = packing.sizes[name]
+        comps = [0.0] * size if value is None else (list(value) if size > 1 else [value])
+        cols += [pt.as_tensor_variable(c).astype("float64") for c in comps]
+    return cols
+
+
+def _stack(cols: list, row_ndim: int):
+    """Stack (…)-shaped columns, broadcast to one leading shape, on a new
+    last axis; scalars and (Bp, 1) world entries become (Bp,)."""
+    cols = [c if c.ndim == row_ndim else
+            (c.reshape((1,) * row_ndim) if c.ndim == 0 else c.reshape(c.shape[:row_ndim]))
+            for c in cols]
+    return pt.stack(pt.broadcast_arrays(*cols), axis=-1)
+
+
+def pack_inputs(bodies, world, frames=None, motors=None, n_joints: int = 0,
+                n_motors: int = 0):
+    """(body, world, joint, motor) packed parameter arrays."""
+    body = _stack(_columns({
+        "inv_mass": bodies.inv_mass, "inv_inertia": bodies.inv_inertia,
+        "inertia": bodies.inertia, "radius": bodies.radius, "half_size": bodies.half_size,
+        "half_length": bodies.half_length, "friction": bodies.friction,
+        "restitution": bodies.restitution, "rolling_friction": bodies.rolling_friction},
+        BODY, None), 2)
+    world_cols = _columns({
+        "gravity": world.gravity, "ground_height": world.ground_height,
+        "ground_friction": world.ground_friction,
+        "ground_restitution": world.ground_restitution,
+        "ground_rolling_friction": world.ground_rolling_friction,
+        "constraint_frequency": world.constraint_frequency,
+        "constraint_damping": world.constraint_damping,
+        "velocity_damping": world.velocity_damping}, WORLD, None)
+    world_arr = _stack(world_cols, 1)
+    if frames is not None:
+        joint = _stack(_columns({"anchor_a": frames.anchor_a, "anchor_b": frames.anchor_b,
+                                 "frame_a": frames.frame_a, "frame_b": frames.frame_b,
+                                 "viscous": frames.viscous, "dry": frames.dry}, JOINT, None),
+                       2)
+    else:
+        joint = pt.zeros((1, n_joints, JOINT.width))
+    if motors is not None:
+        motor = _stack(_columns({"gain": motors.gain, "max_velocity": motors.max_velocity,
+                                 "max_torque": motors.max_torque}, MOTOR, None), 2)
+    else:
+        motor = pt.zeros((1, n_motors, MOTOR.width))
+    return body, world_arr, joint, motor
+
+
+def pack_state(state: State):
+    """(B, N, 18) from the 18 (B, N) components of `state`."""
+    return pt.stack(pt.broadcast_arrays(*state.flat()), axis=-1)
+
+
+def unpack_state(packed) -> State:
+    """The reference `State` (18 (B, N) components) of a packed (B, N, 18)."""
+    return State.from_flat([packed[..., k] for k in range(18)])
+
+
+# -- numeric helpers (tests, benchmarks) ---------------------------------------
+def numeric_inputs(scene, params: dict | None = None, action=None) -> dict:
+    """The kernels' inputs for one world of `scene` as NumPy arrays:
+    {"state", "body", "world", "joint", "motor", "action"} (Bp = B = 1),
+    from its defaults updated with `params` (unbatched values)."""
+    from symphys.joints import build_joint_arrays
+    from symphys.model import build_model
+    from symphys.rollout import full_parameters
+
+    p = full_parameters(scene, params)
+    bodies, world, state = build_model(scene, p, set())
+    frames, motors = build_joint_arrays(scene, p)
+    packed = pack_inputs(bodies, world, frames, motors, len(scene.joints), len(scene.motors))
+    outs = [pack_state(state), *packed]
+    fn = pytensor.function([], outs, mode="FAST_COMPILE")
+    values = [np.asarray(v, dtype=np.float64) for v in fn()]
+    names = ("state", "body", "world", "joint", "motor")
+    out = dict(zip(names, values))
+    m = len(scene.motors)
+    act = np.zeros((1, m)) if action is None else np.asarray(action, float).reshape(1, m)
+    out["action"] = act
+    return out
+
+
+def reference_step_function(scene):
+    """f(state, body, world, joint, motor, action) -> next state: the
+    reference step (`symphys.step.step`) on packed NumPy arrays of one
+    world's parameters (Bp = 1), compiled with the C VM and symphys'
+    rewrites off."""
+    from symphys import rewrites
+    from symphys.contacts import contact_blocks
+    from symphys.joints import (JointFrames, MotorArrays, articulated_bodies, drag_blocks,
+                                joint_blocks, motor_blocks)
+    from symphys.model import BodyArrays, WorldArrays
+    from symphys.algebra import Mat3, Vec3
+    from symphys.step import StepModel, step
+    from symphys.backends import compile
+
+    with rewrites.switched(False):
+        n, j, m = len(scene.bodies), len(scene.joints), len(scene.motors)
+        S = pt.tensor("state", shape=(1, n, 18))
+        body = pt.tensor("body", shape=(1, n, BODY.width))
+        world = pt.tensor("world", shape=(1, WORLD.width))
+        joint = pt.tensor("joint", shape=(1, j, JOINT.width))
+        motor = pt.tensor("motor", shape=(1, m, MOTOR.width))
+        action = pt.tensor("action", shape=(1, m))
+
+        def vec(arr, packing, name):
+            s = getattr(packing, name)
+            comps = [arr[..., k] for k in range(s.start, s.stop)]
+            return comps[0] if len(comps) == 1 else (Vec3(*comps) if len(comps) == 3
+                                                     else Mat3(*comps))
+
+        roll = scene.has_rolling_friction
+        bodies = BodyArrays(
+            inv_mass=vec(body, BODY, "inv_mass"), inv_inertia=vec(body, BODY, "inv_inertia"),
+            inertia=vec(body, BODY, "inertia"), radius=vec(body, BODY, "radius"),
+            half_size=vec(body, BODY, "half_size"), half_length=vec(body, BODY, "half_length"),
+            friction=vec(body, BODY, "friction"), restitution=vec(body, BODY, "restitution"),
+            rolling_friction=vec(body, BODY, "rolling_friction") if roll else None,
+            isotropic=tuple(b.shape.value == "sphere" for b in scene.bodies))
+        # One world (Bp = 1): the world's parameters as scalars, as unbatched
+        # reference graphs hold them.
+        w = {name: world[0, WORLD.at(name)] for name in WORLD.names}
+        soft = scene.solver.constraint_frequency is not None
+        worlds = WorldArrays(
+            gravity=Vec3(*(world[0, WORLD.at("gravity") + k] for k in range(3))),
+            ground_height=w["ground_height"], ground_friction=w["ground_friction"],
+            ground_restitution=w["ground_restitution"],
+            constraint_frequency=w["constraint_frequency"] if soft else None,
+            constraint_damping=w["constraint_damping"] if soft else None,
+            ground_rolling_friction=w["ground_rolling_friction"] if roll else None,
+            velocity_damping=(w["velocity_damping"] if scene.solver.velocity_damping > 0
+                              else None))
+        frames = motors = None
+        if scene.joints:
+            drag = scene.has_joint_drag
+            frames = JointFrames(
+                vec(joint, JOINT, "anchor_a"), vec(joint, JOINT, "anchor_b"),
+                vec(joint, JOINT, "frame_a"), vec(joint, JOINT, "frame_b"),
+                vec(joint, JOINT, "viscous") if drag else None,
+                vec(joint, JOINT, "dry") if drag else None)
+        if scene.motors:
+            motors = MotorArrays(*(motor[..., MOTOR.at(k)]
+                                   for k in ("gain", "max_velocity", "max_torque")))
+        model = StepModel(scene, bodies, worlds, tuple(contact_blocks(scene)),
+                          joint_blocks=tuple(joint_blocks(scene)),
+                          motor_blocks=tuple(motor_blocks(scene)), frames=frames,
+                          motors=motors, action=action if scene.motors else None,
+                          articulated=articulated_bodies(scene),
+                          drag_blocks=tuple(drag_blocks(scene)))
+        out = pack_state(step(model, unpack_state(S)))
+        return compile([S, body, world, joint, motor, action], out, backend="cvm",
+                       disk_cache=False, rewrites_on=False)

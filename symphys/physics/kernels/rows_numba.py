@@ -1,0 +1,350 @@
+"""Numba kernel of the rows stage (see the package docstring): forces,
+direct-torque motors, then every solver row at the current pose.
+
+rows(state, body, world, joint, motor, action, *layout tables)
+    -> (v_free (B, N, 6), rows (B, R, ROW.width), tau (B, N))
+
+The reference for each quantity is named where it is computed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from symphys.physics.kernels import contacts_numba as cn
+from symphys.physics.kernels import vec_numba as vn
+from symphys.physics.kernels.joints_numba import (angular_row, axis_row, coordinate, drift,
+                                                  joint_pose, point_row)
+from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOTOR_CODES, ROW,
+                                            STATE, WORLD, Item, Option)
+from symphys.scene import JointType, MotorMode
+
+jit = vn.jit
+I_KIND, I_SUB, I_A, I_B = int(Item.KIND), int(Item.SUB), int(Item.A), int(Item.B)
+I_INDEX, I_JOINT, I_AXIS, I_ROW = int(Item.INDEX), int(Item.JOINT), int(Item.AXIS), int(Item.ROW)
+O_DT, O_FEEDBACK, O_THRESHOLD = int(Option.DT), int(Option.FEEDBACK), \
+    int(Option.RESTITUTION_THRESHOLD)
+O_SOFT, O_GYRO, O_DAMPING, O_ROLLING = int(Option.SOFT_CONTACTS), int(Option.GYROSCOPIC), \
+    int(Option.DAMPING), int(Option.ROLLING)
+R, V, W = STATE.at("rotation"), STATE.at("velocity"), STATE.at("angular_velocity")
+INV_MASS, INV_INERTIA, INERTIA = BODY.at("inv_mass"), BODY.at("inv_inertia"), BODY.at("inertia")
+FRICTION, RESTITUTION, ROLL = BODY.at("friction"), BODY.at("restitution"), \
+    BODY.at("rolling_friction")
+GRAVITY, HEIGHT = WORLD.at("gravity"), WORLD.at("ground_height")
+G_FRICTION, G_RESTITUTION, G_ROLL = WORLD.at("ground_friction"), \
+    WORLD.at("ground_restitution"), WORLD.at("ground_rolling_friction")
+FREQUENCY, DAMPING_RATIO, VELOCITY_DAMPING = WORLD.at("constraint_frequency"), \
+    WORLD.at("constraint_damping"), WORLD.at("velocity_damping")
+VISCOUS, DRY = JOINT.at("viscous"), JOINT.at("dry")
+GAIN, MAX_VELOCITY, MAX_TORQUE = MOTOR.at("gain"), MOTOR.at("max_velocity"), \
+    MOTOR.at("max_torque")
+DIR_A, DIR_B, ROW_WIDTH = ROW.at("dir_a"), ROW.at("dir_b"), ROW.width
+MASS, GAMMA, TARGET, KEEP = ROW.at("mass"), ROW.at("gamma"), ROW.at("target"), ROW.at("keep")
+LOWER, UPPER, MU = ROW.at("lower"), ROW.at("upper"), ROW.at("mu")
+HINGE, SLIDER, UNIVERSAL = (JOINT_CODES[JointType.HINGE], JOINT_CODES[JointType.SLIDER],
+                            JOINT_CODES[JointType.UNIVERSAL])
+FIXED = JOINT_CODES[JointType.FIXED]
+POSITION = MOTOR_CODES[MotorMode.POSITION]
+
+
+@jit
+def forces(s, body, world, options, out):
+    """`step.apply_forces` for one world: out (N, 6) = [v, w]."""
+    dt = options[O_DT]
+    for i in range(s.shape[0]):
+        v = (s[i, V], s[i, V + 1], s[i, V + 2])
+        w = (s[i, W], s[i, W + 1], s[i, W + 2])
+        if options[O_DAMPING] > 0:
+            keep = 1.0 - world[VELOCITY_DAMPING] * dt
+            v, w = vn.scale(v, keep), vn.scale(w, keep)
+        v = (v[0] + dt * world[GRAVITY], v[1] + dt * world[GRAVITY + 1],
+             v[2] + dt * world[GRAVITY + 2])
+        if options[O_GYRO] > 0:
+            p = body[i]
+            rot = cn.rotation(s, i)
+            wb = vn.matTvec(rot, w)
+            torque = vn.cross(wb, (p[INERTIA] * wb[0], p[INERTIA + 1] * wb[1],
+                                   p[INERTIA + 2] * wb[2]))
+            dwb = (-dt * torque[0] * p[INV_INERTIA], -dt * torque[1] * p[INV_INERTIA + 1],
+                   -dt * torque[2] * p[INV_INERTIA + 2])
+            w = vn.add(w, vn.matvec(rot, dwb))
+        for k in range(3):
+            out[i, k] = v[k]
+            out[i, 3 + k] = w[k]
+
+
+@jit
+def inverse_inertia(s, body, out):
+    """World inverse inertia R diag(1/I) R^T per body, out (N, 9)."""
+    for i in range(s.shape[0]):
+        rot = cn.rotation(s, i)
+        inv = (body[i, INV_INERTIA], body[i, INV_INERTIA + 1], body[i, INV_INERTIA + 2])
+        for r in range(3):
+            for c in range(3):
+                acc = 0.0
+                for k in range(3):
+                    acc += rot[3 * r + k] * inv[k] * rot[3 * c + k]
+                out[i, 3 * r + c] = acc
+
+
+@jit
+def _combine(x, y):
+    """sqrt(x y) when x y > 0, else 0 (`contacts._combine`)."""
+    prod = x * y
+    return math.sqrt(prod) if prod > 0 else 0.0
+
+
+@jit
+def _softness(m_eff, frequency, damping, dt):
+    """(gamma, beta) of `solver.softness`."""
+    omega = 2.0 * math.pi * frequency
+    k = m_eff * omega ** 2
+    c = 2.0 * m_eff * damping * omega
+    return vn.safe_div(1.0, dt * (c + dt * k)), dt * omega / (2.0 * damping + dt * omega)
+
+
+@jit
+def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out, tau):
+    """Every contact point's rows (`solver.approach`, `solver.contact_rows`)
+    and each body's impact fraction tau (`step.body_impact_fraction`)."""
+    n_c = contacts.shape[0]
+    dt = options[O_DT]
+    gaps = np.empty(n_c)
+    vn0s = np.empty(n_c)
+    taus = np.empty(n_c)
+    reach = np.zeros(n_c, dtype=np.bool_)
+    late = np.zeros(s.shape[0])
+    height = world[HEIGHT]
+    for c in range(n_c):
+        kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
+        gap, n, ra, rb = cn.geometry(kind, contacts[c, I_SUB], a, b, s, body, height)
+        m = point_row(out[r0], n, ra, rb, a, b, body, inv_i)
+        out[r0, MASS] = m
+        v0 = 0.0
+        for k in range(6):
+            v0 += out[r0, k] * vel[a, k]
+        if b >= 0:
+            vb = 0.0
+            for k in range(6):
+                vb += out[r0, 6 + k] * vel[b, k]
+            v0 += vb
+        reaches, t = cn.impact_fraction(gap, v0, dt)
+        gaps[c], vn0s[c], taus[c], reach[c] = gap, v0, t, reaches
+        late[a] = max(late[a], 1.0 - t)
+        if b >= 0:
+            late[b] = max(late[b], 1.0 - t)
+        # Friction and rolling rows.
+        if b < 0:
+            t1, t2 = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)
+            mu = _combine(body[a, FRICTION], world[G_FRICTION])
+            roll = max(body[a, ROLL], world[G_ROLL])
+        else:
+            t1, t2 = cn.tangent_basis(n)
+            mu = _combine(body[a, FRICTION], body[b, FRICTION])
+            roll = max(body[a, ROLL], body[b, ROLL])
+        for k, t_dir in ((1, t1), (2, t2)):
+            out[r0 + k, MASS] = point_row(out[r0 + k], t_dir, ra, rb, a, b, body, inv_i)
+            out[r0 + k, KEEP] = 1.0
+            out[r0 + k, MU] = mu
+        if options[O_ROLLING] > 0:
+            for k, t_dir in ((3, t1), (4, t2)):
+                out[r0 + k, MASS] = angular_row(out[r0 + k], t_dir, a, b, inv_i)
+                out[r0 + k, KEEP] = 1.0
+                out[r0 + k, MU] = roll
+    for i in range(s.shape[0]):
+        tau[i] = 0.0 if n_c == 0 or articulated[i] > 0 else 1.0 - late[i]
+    soft = options[O_SOFT] > 0
+    u0 = options[O_THRESHOLD]
+    for c in range(n_c):
+        a, b, r0 = contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
+        gap, v0, t, reaches = gaps[c], vn0s[c], taus[c], reach[c]
+        m_eff = out[r0, MASS]
+        penetrating = gap < 0
+        gamma, beta = 0.0, options[O_FEEDBACK]
+        if soft:
+            gamma, beta = _softness(m_eff, world[FREQUENCY], world[DAMPING_RATIO], dt)
+            gamma = gamma if penetrating else 0.0
+        tau_b = tau[a] if b < 0 else min(tau[a], tau[b])
+        rest = 1.0 - tau_b if reaches else 1.0
+        closing = v0 * (t - tau_b) / (rest if rest > 0 else 1.0)
+        if penetrating:
+            separation = -beta * gap / dt
+        else:
+            separation = closing if reaches else -gap / dt
+        if u0 > 0:
+            ramp = vn.clip((-v0 - u0) / u0, 0.0, 1.0)
+        else:
+            ramp = 1.0 if v0 < 0 else 0.0
+        e = max(body[a, RESTITUTION], world[G_RESTITUTION] if b < 0 else body[b, RESTITUTION])
+        bounce = -e * ramp * v0
+        hits = gap + dt * v0 < 0 and v0 < -u0
+        out[r0, TARGET] = max(bounce, separation) if hits else separation
+        out[r0, MASS] = vn.safe_div(1.0, 1.0 / m_eff + gamma) if soft else m_eff
+        out[r0, GAMMA] = gamma
+        out[r0, KEEP] = 1.0
+        out[r0, LOWER] = 0.0
+
+
+@jit
+def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
+    """Equality and limit rows of every joint (`joints.joint_rows`)."""
+    dt = options[O_DT]
+    for q in range(joints.shape[0]):
+        kind, a, b, j, r = (joints[q, I_KIND], joints[q, I_A], joints[q, I_B],
+                            joints[q, I_INDEX], joints[q, I_ROW])
+        pose = joint_pose(s, joint[j], a, b)
+        ra, rb, error, wa, wb = pose
+        dft = drift(vel, a, b, ra, rb, dt)
+        keep, gain = joint_consts[j, 0], joint_consts[j, 1]
+        axis_a, ref_a = vn.column(wa, 0), vn.column(wa, 1)
+        axis_b, ref_b, side_b = vn.column(wb, 0), vn.column(wb, 1), vn.column(wb, 2)
+        if kind == SLIDER:
+            for d in (ref_b, side_b):
+                out[r, MASS] = point_row(out[r], d, ra, rb, a, b, body, inv_i)
+                out[r, TARGET] = -(gain * vn.dot(error, d) + vn.dot(dft, d)) / dt
+                out[r, KEEP] = keep
+                r += 1
+        else:
+            for k in range(3):
+                d = (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
+                out[r, MASS] = point_row(out[r], d, ra, rb, a, b, body, inv_i)
+                out[r, TARGET] = -(gain * error[k] + dft[k]) / dt
+                out[r, KEEP] = keep
+                r += 1
+        if kind == HINGE:
+            mis = vn.cross(axis_b, axis_a)
+            for d in (ref_b, side_b):
+                out[r, MASS] = angular_row(out[r], d, a, b, inv_i)
+                out[r, TARGET] = -gain * vn.dot(mis, d) / dt
+                out[r, KEEP] = keep
+                r += 1
+        elif kind == UNIVERSAL:
+            out[r, MASS] = angular_row(out[r], vn.cross(ref_a, axis_b), a, b, inv_i)
+            out[r, TARGET] = -gain * vn.dot(axis_b, ref_a) / dt
+            out[r, KEEP] = keep
+            r += 1
+        elif kind == FIXED or kind == SLIDER:
+            e = vn.matmul(wa, vn.transpose(wb))
+            err = (0.5 * (e[7] - e[5]), 0.5 * (e[2] - e[6]), 0.5 * (e[3] - e[1]))
+            for k in range(3):
+                d = (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
+                out[r, MASS] = angular_row(out[r], d, a, b, inv_i)
+                out[r, TARGET] = -gain * err[k] / dt
+                out[r, KEEP] = keep
+                r += 1
+        if joints[q, I_AXIS] > 0:
+            lo, hi = joint_consts[j, 2], joint_consts[j, 3]
+            fb = options[O_FEEDBACK]
+            value = coordinate(kind, 0, pose)
+            for sign, slack in ((1.0, value - lo), (-1.0, hi - value)):
+                out[r, MASS] = axis_row(out[r], kind, vn.scale(axis_b, sign), pose, a, b, body,
+                                        inv_i)
+                out[r, TARGET] = -fb * slack / dt if slack < 0 else -slack / dt
+                out[r, KEEP] = 1.0
+                out[r, LOWER] = 0.0
+                r += 1
+
+
+@jit
+def drag_rows(s, joint, drags, options, body, inv_i, out):
+    """Viscous and dry bearing-loss rows (`joints.drag_rows`)."""
+    dt = options[O_DT]
+    for q in range(drags.shape[0]):
+        kind, a, b, j, r = (drags[q, I_KIND], drags[q, I_A], drags[q, I_B], drags[q, I_INDEX],
+                            drags[q, I_ROW])
+        pose = joint_pose(s, joint[j], a, b)
+        axis_b = vn.column(pose[4], 0)
+        m_eff = axis_row(out[r], kind, axis_b, pose, a, b, body, inv_i)
+        out[r + 1, :] = out[r, :]
+        cdt = joint[j, VISCOUS] * dt
+        out[r, MASS] = cdt * m_eff / (cdt + m_eff)
+        out[r, GAMMA] = vn.safe_div(1.0, cdt)
+        out[r, KEEP] = 1.0
+        bound = joint[j, DRY] * dt
+        out[r + 1, MASS] = m_eff
+        out[r + 1, KEEP] = 1.0
+        out[r + 1, LOWER] = -bound
+        out[r + 1, UPPER] = bound
+
+
+@jit
+def _motor_row(s, joint, motor, action, item, motor_consts, dt, body, inv_i, row):
+    """Write a motor's axis row into `row`; (effective mass, clipped command,
+    max impulse, pose)."""
+    kind, a, b, m, j, axis = (item[I_SUB], item[I_A], item[I_B], item[I_INDEX], item[I_JOINT],
+                              item[I_AXIS])
+    pose = joint_pose(s, joint[j], a, b)
+    direction = vn.column(pose[3], 1) if kind == UNIVERSAL and axis == 1 else \
+        vn.column(pose[4], 0)
+    m_eff = axis_row(row, kind, direction, pose, a, b, body, inv_i)
+    command = vn.clip(action[m], motor_consts[m, 0], motor_consts[m, 1])
+    return m_eff, command, motor[m, MAX_TORQUE] * dt, pose
+
+
+@jit
+def torque_impulses(s, joint, motor, action, torques, motor_consts, options, body, inv_i,
+                    vel):
+    """Direct-torque motors' impulses clip(command dt, +-max_torque dt),
+    applied to vel (N, 6) in place."""
+    dt = options[O_DT]
+    row = np.zeros(ROW_WIDTH)
+    for q in range(torques.shape[0]):
+        row[:] = 0.0
+        _, command, most, _ = _motor_row(s, joint, motor, action, torques[q], motor_consts, dt,
+                                         body, inv_i, row)
+        impulse = vn.clip(command * dt, -most, most)
+        a, b = torques[q, I_A], torques[q, I_B]
+        for k in range(6):
+            vel[a, k] += row[DIR_A + k] * impulse
+        if b >= 0:
+            for k in range(6):
+                vel[b, k] += row[DIR_B + k] * impulse
+
+
+@jit
+def servo_rows(s, joint, motor, action, servos, motor_consts, options, body, inv_i, out):
+    """Position and velocity servo rows (`joints.motor_rows`)."""
+    dt = options[O_DT]
+    for q in range(servos.shape[0]):
+        r, m, kind, axis = servos[q, I_ROW], servos[q, I_INDEX], servos[q, I_SUB], \
+            servos[q, I_AXIS]
+        m_eff, command, most, pose = _motor_row(s, joint, motor, action, servos[q],
+                                                motor_consts, dt, body, inv_i, out[r])
+        if servos[q, I_KIND] == POSITION:
+            rate = motor[m, GAIN] * (command - coordinate(kind, axis, pose))
+        else:
+            rate = command
+        top = motor[m, MAX_VELOCITY]
+        out[r, MASS] = m_eff
+        out[r, TARGET] = vn.clip(rate, -top, top)
+        out[r, KEEP] = 1.0
+        out[r, LOWER] = -most
+        out[r, UPPER] = most
+
+
+@jit
+def rows(state, body, world, joint, motor, action, contacts, joints, drags, servos, torques,
+         joint_consts, motor_consts, rows_table, articulated, options):
+    n_worlds, n = state.shape[0], state.shape[1]
+    v_free = np.empty((n_worlds, n, 6))
+    out = np.zeros((n_worlds, rows_table.shape[0], ROW_WIDTH))
+    tau = np.zeros((n_worlds, n))
+    inv_i = np.empty((n, 9))
+    for w in range(n_worlds):
+        s = state[w]
+        pb = body[w if body.shape[0] > 1 else 0]
+        pw = world[w if world.shape[0] > 1 else 0]
+        pj = joint[w if joint.shape[0] > 1 else 0]
+        pm = motor[w if motor.shape[0] > 1 else 0]
+        forces(s, pb, pw, options, v_free[w])
+        inverse_inertia(s, pb, inv_i)
+        torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i,
+                        v_free[w])
+        contact_rows(s, pb, pw, options, contacts, articulated, inv_i, v_free[w], out[w],
+                     tau[w])
+        joint_rows(s, pj, joints, joint_consts, options, pb, inv_i, v_free[w], out[w])
+        drag_rows(s, pj, drags, options, pb, inv_i, out[w])
+        servo_rows(s, pj, pm, action[w], servos, motor_consts, options, pb, inv_i, out[w])
+    return v_free, out, tau
