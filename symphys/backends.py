@@ -8,12 +8,17 @@ and cvm (PyTensor's C virtual machine). Options are passed per function;
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import warnings
 
 import numpy as np
 import pytensor
 from pytensor.compile.mode import Mode, get_mode
+from pytensor.graph.rewriting.basic import dfs_rewriter
+from pytensor.link.vm import VMLinker
+from pytensor.tensor.rewriting.ofg import inline_ofg_expansion
 
 from symphys import compile_cache, rewrites
 from symphys.errors import BackendError
@@ -73,7 +78,32 @@ def mode_for(backend: "str | Backend", rewrites_on: bool | None = None) -> Mode:
     the exclusions above, plus symphys' own (`symphys.rewrites`) when
     `rewrites_on` (None: `rewrites.enabled(backend)`)."""
     on = rewrites.enabled(backend) if rewrites_on is None else rewrites_on
-    return _with_rewrites(_base_mode(backend), on)
+    # XLA fuses (..., 3) arrays itself: JAX's mode never splits components
+    # (the array toy step ran 2.3x slower in component form there).
+    return _with_rewrites(_base_mode(backend), on and as_backend(backend) is not Backend.JAX)
+
+
+_INTERPRETED: contextvars.ContextVar[bool] = contextvars.ContextVar("symphys_interpreted",
+                                                                    default=False)
+
+
+def interpreted_mode() -> Mode:
+    """PyTensor's Python VM with no rewrite but the inlining of loop
+    wrappers: a graph runs as built, node by node, with nothing to compile
+    (slow to run, instant to start)."""
+    return Mode(linker=VMLinker(use_cloop=False, c_thunks=False),
+                optimizer=dfs_rewriter(inline_ofg_expansion))
+
+
+@contextlib.contextmanager
+def interpreted():
+    """Loops built inside run with `interpreted_mode` (the tests' reference
+    graphs: compiling a robot's reference step takes minutes)."""
+    token = _INTERPRETED.set(True)
+    try:
+        yield
+    finally:
+        _INTERPRETED.reset(token)
 
 
 def loop_mode() -> Mode:
@@ -83,6 +113,8 @@ def loop_mode() -> Mode:
     above, plus symphys' rewrites unless switched off while the graph is
     built. Numba and JAX take only its rewrites when they convert a loop, so
     the choice must travel with the scan."""
+    if _INTERPRETED.get():
+        return interpreted_mode()
     return _with_rewrites(Mode("cvm", "fast_run"), rewrites.enabled())
 
 

@@ -69,11 +69,10 @@ _FORCED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("symphys_r
 
 
 def default_for(backend) -> bool:
-    """Whether a backend gets the rewrites unless told otherwise: Numba and
-    CVM do (they pay per Op, and components fuse into few loops); JAX does
-    not (XLA fuses (..., 3) arrays itself, and the component form ran the
-    array toy step 2.3x slower there: README, "Speed")."""
-    return str(getattr(backend, "value", backend)).lower() != "jax"
+    """Whether a backend gets symphys' rewrites unless told otherwise:
+    Numba and JAX do (graphs built for them use the fused step kernels,
+    `symphys.physics.kernels`); the C VM runs the reference graph."""
+    return str(getattr(backend, "value", backend)).lower() != "cvm"
 
 
 def enabled(backend=None) -> bool:

@@ -15,9 +15,12 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
+from symphys import rewrites
 from symphys.errors import ParameterError
 from symphys.joints import build_joint_arrays
 from symphys.model import STATE_SIZE, build_model, model_leaves, zero_template
+from symphys.physics.kernels.graph import pack_inputs, pack_state
+from symphys.physics.kernels.layout import UnsupportedByKernels, build_layout
 from symphys.params import check_names, default_parameters, parameter_shapes
 from symphys.scene import Scene
 from symphys.timeloop import LoopOptions, Policy, articulation_leaves, time_loop
@@ -120,6 +123,19 @@ def _batched_controller_columns(controller, controller_params) -> list:
     return out
 
 
+def kernel_layout(scene: Scene):
+    """The scene's tables for the fused step kernels, or None when graphs
+    are built as the reference (symphys' rewrites switched off: the C VM,
+    `rewrites.switched(False)`) or the scene uses what the kernels do not
+    model yet (penalty contacts, the friction cone)."""
+    if not rewrites.enabled():
+        return None
+    try:
+        return build_layout(scene)
+    except UnsupportedByKernels:
+        return None
+
+
 def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
                    controller=None, controller_params: dict | None = None, task=None,
                    options: LoopOptions = LoopOptions()):
@@ -161,11 +177,24 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
                 scene, controller, controller_params, task, state0.position.x)
         elif motors is not None:
             action = motor_action(scene, action, state0.position.x)
-        leaves = model_leaves(bodies, world) + articulation_leaves(
-            frames, motors, action if policy is None else None) + policy_leaves
-        seqs = time_loop(scene, state0.flat() + extra_state, leaves, steps, policy, options)
+        layout = kernel_layout(scene)
+        if layout is None:
+            leaves = model_leaves(bodies, world) + articulation_leaves(
+                frames, motors, action if policy is None else None) + policy_leaves
+            seqs = time_loop(scene, state0.flat() + extra_state, leaves, steps, policy,
+                             options)[:STATE_SIZE]
+        else:
+            packed0 = pack_state(state0)
+            leaves = list(pack_inputs(bodies, world, frames, motors, len(scene.joints),
+                                      len(scene.motors)))
+            if policy is None:
+                leaves.append(action if motors is not None
+                              else pt.zeros((packed0.shape[0], 0)))
+            seqs = time_loop(scene, [packed0] + extra_state, leaves + policy_leaves, steps,
+                             policy, options, layout=layout)
+            seqs = [seqs[0][..., k] for k in range(STATE_SIZE)]
         full = [pt.concatenate([c0[None], s], axis=0)
-                for c0, s in zip(state0.flat(), seqs[:STATE_SIZE])]
+                for c0, s in zip(state0.flat(), seqs)]
     assert len(full) == STATE_SIZE
     return full, batched
 

@@ -90,9 +90,37 @@ def _step_fn(scene: Scene, policy: Policy | None = None):
     return run
 
 
+def _fused_step_fn(scene: Scene, layout, policy: Policy | None = None):
+    """The step as the three stage kernels on the packed state (B, N, 18);
+    leaves: packed body, world, joint and motor arrays, then the action
+    (B, M) or the policy's leaves."""
+    from symphys.physics.kernels.graph import unpack_model, unpack_state
+    from symphys.physics.kernels.stages import fused_step
+
+    def run(state, leaves):
+        packed = state[0]
+        body, world, joint, motor, *rest = leaves
+        extra = []
+        if policy is None:
+            action = rest[0]
+        else:
+            params = dict(zip(policy.names, rest[:len(policy.names)]))
+            task = rest[len(policy.names)] if policy.has_task else None
+            time, carry = state[1], list(state[2:])
+            bodies, worlds, frames, _ = unpack_model(scene, body, world, joint, motor)
+            obs = observe(scene, unpack_state(packed), time, task, bodies, worlds, frames)
+            action, carry = policy.controller.apply(params, obs, carry, time)
+            action = action + pt.zeros_like(time)
+            extra = [time + scene.dt, *carry]
+        return [fused_step(packed, body, world, joint, motor, action, layout)] + extra
+
+    return run
+
+
 def time_loop(scene: Scene, state0, leaves, n_steps, policy: Policy | None = None,
-              options: LoopOptions = LoopOptions()):
-    """Sequences s_1..s_T of the state components (the 18 physics components,
-    each (T, B, N), then with a policy the time (T, B, 1) and its carry)."""
-    return loop_with_adjoint(_step_fn(scene, policy), state0, leaves, n_steps, options,
-                             name="symphys_time_loop")
+              options: LoopOptions = LoopOptions(), layout=None):
+    """Sequences s_1..s_T of the loop's state: the 18 physics components,
+    each (T, B, N), or with a kernel `layout` the packed state
+    (T, B, N, 18); then with a policy the time (T, B, 1) and its carry."""
+    run = _step_fn(scene, policy) if layout is None else _fused_step_fn(scene, layout, policy)
+    return loop_with_adjoint(run, state0, leaves, n_steps, options, name="symphys_time_loop")

@@ -105,8 +105,8 @@ def test_solve_vjp_matches_finite_differences(seed, iterations):
     v_free, rows, table = _inputs(seed)
     rng = np.random.default_rng(100 + seed)
     g_v = rng.normal(size=v_free.shape)
-    gv_s, gr_s = sg.solve_vjp(v_free, rows, table, iterations, g_v)
-    gv_r, gr_r = sg.solve_vjp(v_free, rows, table, iterations, g_v, True)
+    gv_s, gr_s = sg.solve_vjp(v_free, rows, table, g_v, iterations)
+    gv_r, gr_r = sg.solve_vjp(v_free, rows, table, g_v, iterations, True)
     np.testing.assert_array_equal(gv_s, gv_r)
     np.testing.assert_array_equal(gr_s, gr_r)
     codes = _codes(v_free, rows, table, iterations)
@@ -157,7 +157,7 @@ def test_friction_at_zero_normal_impulse_gets_no_gradient():
     rows[0, 0, ROW.at("target")] = -50.0        # pulls: clamped at 0
     codes = _codes(v_free, rows, table, 3)
     assert (codes[0, :, 1:3] == sg.TO_NOTHING).all()
-    g_vf, g_rows = sg.solve_vjp(v_free, rows, table, 3, np.ones_like(v_free))
+    g_vf, g_rows = sg.solve_vjp(v_free, rows, table, np.ones_like(v_free), 3)
     assert (g_rows[0, 1:3, ROW.at("mu")] == 0.0).all()
     assert np.isfinite(g_vf).all() and np.isfinite(g_rows).all()
 
@@ -165,7 +165,7 @@ def test_friction_at_zero_normal_impulse_gets_no_gradient():
 def test_solve_vjp_zero_iterations_is_identity():
     v_free, rows, table = _inputs(0)
     g_v = np.random.default_rng(0).normal(size=v_free.shape)
-    g_vf, g_rows = sg.solve_vjp(v_free, rows, table, 0, g_v)
+    g_vf, g_rows = sg.solve_vjp(v_free, rows, table, g_v, 0)
     np.testing.assert_array_equal(g_vf, g_v)
     assert not g_rows.any()
 
@@ -201,7 +201,7 @@ def test_integrate_vjp_matches_finite_differences(case, renormalise):
         v_free[..., 3:] - v[..., 3:]), axis=-1)
     assert not np.any(np.abs(angles ** 2 - 1e-2) < 1e-6)       # off the branch switch
     g_out = rng.normal(size=state.shape)
-    grads = sg.integrate_vjp(state, v, v_free, tau, options, renormalise, g_out)
+    grads = sg.integrate_vjp(state, v, v_free, tau, options, g_out, renormalise)
     for g in grads:
         assert np.isfinite(g).all()
     assert not grads[0][..., sn.V:].any()

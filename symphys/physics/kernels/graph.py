@@ -108,21 +108,64 @@ def numeric_inputs(scene, params: dict | None = None, action=None) -> dict:
     return out
 
 
+def unpack_model(scene, body, world, joint, motor):
+    """The reference's model tensors (`BodyArrays`, `WorldArrays`,
+    `JointFrames` or None, `MotorArrays` or None) read from packed arrays;
+    world entries (Bp, 1), or scalars when `world` is a vector."""
+    from symphys.algebra import Mat3, Vec3
+    from symphys.joints import JointFrames, MotorArrays
+    from symphys.model import BodyArrays, WorldArrays
+
+    def part(arr, packing, name):
+        s = getattr(packing, name)
+        comps = [arr[..., k] for k in range(s.start, s.stop)]
+        return comps[0] if len(comps) == 1 else (Vec3(*comps) if len(comps) == 3
+                                                 else Mat3(*comps))
+
+    def entry(name):
+        return world[..., WORLD.at(name), None] if world.ndim == 2 else world[WORLD.at(name)]
+
+    roll = scene.has_rolling_friction
+    bodies = BodyArrays(
+        **{name: part(body, BODY, name) for name in BODY.names if name != "rolling_friction"},
+        rolling_friction=part(body, BODY, "rolling_friction") if roll else None,
+        isotropic=tuple(b.shape.value == "sphere" for b in scene.bodies))
+    soft = scene.solver.constraint_frequency is not None
+    at = WORLD.at("gravity")
+    worlds = WorldArrays(
+        gravity=Vec3(*(world[..., at + k, None] if world.ndim == 2 else world[at + k]
+                       for k in range(3))),
+        ground_height=entry("ground_height"), ground_friction=entry("ground_friction"),
+        ground_restitution=entry("ground_restitution"),
+        constraint_frequency=entry("constraint_frequency") if soft else None,
+        constraint_damping=entry("constraint_damping") if soft else None,
+        ground_rolling_friction=entry("ground_rolling_friction") if roll else None,
+        velocity_damping=entry("velocity_damping") if scene.solver.velocity_damping > 0
+        else None)
+    frames = motors = None
+    if scene.joints:
+        drag = scene.has_joint_drag
+        frames = JointFrames(*(part(joint, JOINT, k) for k in
+                               ("anchor_a", "anchor_b", "frame_a", "frame_b")),
+                             part(joint, JOINT, "viscous") if drag else None,
+                             part(joint, JOINT, "dry") if drag else None)
+    if scene.motors:
+        motors = MotorArrays(*(part(motor, MOTOR, k) for k in MOTOR.names))
+    return bodies, worlds, frames, motors
+
+
 def reference_step_function(scene):
     """f(state, body, world, joint, motor, action) -> next state: the
     reference step (`symphys.step.step`) on packed NumPy arrays of one
-    world's parameters (Bp = 1), compiled with the C VM and symphys'
-    rewrites off."""
+    world's parameters (Bp = 1), run node by node by PyTensor's Python VM
+    (`backends.interpreted`: nothing to compile)."""
     from symphys import rewrites
+    from symphys.backends import interpreted, interpreted_mode
     from symphys.contacts import contact_blocks
-    from symphys.joints import (JointFrames, MotorArrays, articulated_bodies, drag_blocks,
-                                joint_blocks, motor_blocks)
-    from symphys.model import BodyArrays, WorldArrays
-    from symphys.algebra import Mat3, Vec3
+    from symphys.joints import (articulated_bodies, drag_blocks, joint_blocks, motor_blocks)
     from symphys.step import StepModel, step
-    from symphys.backends import compile
 
-    with rewrites.switched(False):
+    with rewrites.switched(False), interpreted():
         n, j, m = len(scene.bodies), len(scene.joints), len(scene.motors)
         S = pt.tensor("state", shape=(1, n, 18))
         body = pt.tensor("body", shape=(1, n, BODY.width))
@@ -130,45 +173,8 @@ def reference_step_function(scene):
         joint = pt.tensor("joint", shape=(1, j, JOINT.width))
         motor = pt.tensor("motor", shape=(1, m, MOTOR.width))
         action = pt.tensor("action", shape=(1, m))
-
-        def vec(arr, packing, name):
-            s = getattr(packing, name)
-            comps = [arr[..., k] for k in range(s.start, s.stop)]
-            return comps[0] if len(comps) == 1 else (Vec3(*comps) if len(comps) == 3
-                                                     else Mat3(*comps))
-
-        roll = scene.has_rolling_friction
-        bodies = BodyArrays(
-            inv_mass=vec(body, BODY, "inv_mass"), inv_inertia=vec(body, BODY, "inv_inertia"),
-            inertia=vec(body, BODY, "inertia"), radius=vec(body, BODY, "radius"),
-            half_size=vec(body, BODY, "half_size"), half_length=vec(body, BODY, "half_length"),
-            friction=vec(body, BODY, "friction"), restitution=vec(body, BODY, "restitution"),
-            rolling_friction=vec(body, BODY, "rolling_friction") if roll else None,
-            isotropic=tuple(b.shape.value == "sphere" for b in scene.bodies))
-        # One world (Bp = 1): the world's parameters as scalars, as unbatched
-        # reference graphs hold them.
-        w = {name: world[0, WORLD.at(name)] for name in WORLD.names}
-        soft = scene.solver.constraint_frequency is not None
-        worlds = WorldArrays(
-            gravity=Vec3(*(world[0, WORLD.at("gravity") + k] for k in range(3))),
-            ground_height=w["ground_height"], ground_friction=w["ground_friction"],
-            ground_restitution=w["ground_restitution"],
-            constraint_frequency=w["constraint_frequency"] if soft else None,
-            constraint_damping=w["constraint_damping"] if soft else None,
-            ground_rolling_friction=w["ground_rolling_friction"] if roll else None,
-            velocity_damping=(w["velocity_damping"] if scene.solver.velocity_damping > 0
-                              else None))
-        frames = motors = None
-        if scene.joints:
-            drag = scene.has_joint_drag
-            frames = JointFrames(
-                vec(joint, JOINT, "anchor_a"), vec(joint, JOINT, "anchor_b"),
-                vec(joint, JOINT, "frame_a"), vec(joint, JOINT, "frame_b"),
-                vec(joint, JOINT, "viscous") if drag else None,
-                vec(joint, JOINT, "dry") if drag else None)
-        if scene.motors:
-            motors = MotorArrays(*(motor[..., MOTOR.at(k)]
-                                   for k in ("gain", "max_velocity", "max_torque")))
+        # One world: its parameters as scalars, as unbatched reference graphs hold them.
+        bodies, worlds, frames, motors = unpack_model(scene, body, world[0], joint, motor)
         model = StepModel(scene, bodies, worlds, tuple(contact_blocks(scene)),
                           joint_blocks=tuple(joint_blocks(scene)),
                           motor_blocks=tuple(motor_blocks(scene)), frames=frames,
@@ -176,5 +182,6 @@ def reference_step_function(scene):
                           articulated=articulated_bodies(scene),
                           drag_blocks=tuple(drag_blocks(scene)))
         out = pack_state(step(model, unpack_state(S)))
-        return compile([S, body, world, joint, motor, action], out, backend="cvm",
-                       disk_cache=False, rewrites_on=False)
+        fn = pytensor.function([S, body, world, joint, motor, action], out,
+                               mode=interpreted_mode(), on_unused_input="ignore")
+    return lambda *args: np.asarray(fn(*args))

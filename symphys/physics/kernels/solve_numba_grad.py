@@ -1,9 +1,9 @@
 """Hand-written reverse-mode pullbacks of the Numba solve and integrate
 kernels (`solve_numba`).
 
-solve_vjp(v_free, rows, rows_table, iterations, g_v, recompute=False)
+solve_vjp(v_free, rows, rows_table, g_v, iterations, recompute=False)
     -> (g_v_free (B, N, 6), g_rows (B, R, ROW.width))
-integrate_vjp(state, v, v_free, tau, options, renormalise, g_state)
+integrate_vjp(state, v, v_free, tau, options, g_state, renormalise)
     -> (g_state (B, N, 18), g_v (B, N, 6), g_v_free (B, N, 6), g_tau (B, N))
 
 The gradients are those of reverse-mode autodiff of the forward as written:
@@ -227,7 +227,7 @@ def _solve_vjp_recompute(v_free, rows, rows_table, iterations, g_v):
 
 
 @jit
-def solve_vjp(v_free, rows, rows_table, iterations, g_v, recompute=False):
+def solve_vjp(v_free, rows, rows_table, g_v, iterations, recompute=False):
     """(g_v_free (B, N, 6), g_rows (B, R, ROW.width)): the pullback of
     `solve_numba.solve` at (v_free, rows) of the cotangent g_v (B, N, 6).
     recompute: re-run each sweep from per-sweep checkpoints instead of
@@ -313,7 +313,7 @@ def renormalise_once_vjp(a, g):
 
 
 @jit
-def integrate_vjp(state, v, v_free, tau, options, renormalise, g_state):
+def integrate_vjp(state, v, v_free, tau, options, g_state, renormalise):
     """(g_state, g_v, g_v_free, g_tau): the pullback of
     `solve_numba.integrate` of the cotangent g_state (B, N, 18) of its
     output (options, dt included, get none)."""

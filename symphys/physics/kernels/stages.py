@@ -1,0 +1,79 @@
+"""The three stages of the fused step as PyTensor Ops (`ops.Stage`), and
+the step built from them.
+
+    v_free, rows, tau = Rows()(state, body, world, joint, motor, action, *tables)
+    v = Solve(iterations=K)(v_free, rows, rows_table)
+    state = Integrate(renormalise=n)(state, v, v_free, tau, options)
+
+Shapes are the package docstring's. Each Op runs its Numba kernel on the
+Numba backend, its JAX kernel on JAX, and its Numba kernel from Python
+under the C VM (`perform`); its pullback is the hand-made Numba VJP or
+JAX's autodiff of the JAX kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytensor.tensor as pt
+
+from symphys.physics.kernels import rows_jax, rows_numba, solve_jax, solve_numba
+from symphys.physics.kernels import rows_numba_grad, solve_numba_grad
+from symphys.physics.kernels.layout import ROW, Option, StepLayout
+from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
+
+_TABLES = tuple(In(f.name, 1 if f.name in ("articulated", "options") else 2,
+                   "float64" if f.name in ("joint_consts", "motor_consts", "articulated",
+                                           "options") else "int64",
+                   grad="disconnected")
+                for f in fields(StepLayout))
+_WORLDS, _BODIES = ("state", 0), ("state", 1)
+
+ROWS = Stage(
+    "Rows",
+    inputs=(In("state", 3), In("body", 3), In("world", 2), In("joint", 3), In("motor", 3),
+            In("action", 2), *_TABLES),
+    outputs=(Out("v_free", (_WORLDS, _BODIES, 6)),
+             Out("rows", (_WORLDS, ("rows", 0), ROW.width)),
+             Out("tau", (_WORLDS, _BODIES))),
+    numba_forward=rows_numba.rows, numba_vjp=rows_numba_grad.rows_vjp,
+    jax_forward=rows_jax.rows,
+    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.contacts_numba",
+             "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout"),
+    version=1)
+
+SOLVE = Stage(
+    "Solve",
+    inputs=(In("v_free", 3), In("rows", 3), In("rows_table", 2, "int64")),
+    outputs=(Out("v", (("v_free", 0), ("v_free", 1), 6)),),
+    numba_forward=solve_numba.solve, numba_vjp=solve_numba_grad.solve_vjp,
+    jax_forward=solve_jax.solve, params=("iterations",),
+    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
+    version=1)
+
+INTEGRATE = Stage(
+    "Integrate",
+    inputs=(In("state", 3), In("v", 3), In("v_free", 3), In("tau", 2),
+            In("options", 1, grad="disconnected")),
+    outputs=(Out("next_state", (("state", 0), ("state", 1), 18)),),
+    numba_forward=solve_numba.integrate, numba_vjp=solve_numba_grad.integrate_vjp,
+    jax_forward=solve_jax.integrate, params=("renormalise",),
+    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
+    version=1)
+
+Rows, RowsGrad = stage_ops(ROWS)
+Solve, SolveGrad = stage_ops(SOLVE)
+Integrate, IntegrateGrad = stage_ops(INTEGRATE)
+
+
+def fused_step(state, body, world, joint, motor, action, layout: StepLayout, tables=None):
+    """The next packed state (B, N, 18): the three stage Ops.
+
+    tables: the layout's arrays as tensors (default: constants)."""
+    tables = layout.arrays() if tables is None else tables
+    tables = [pt.as_tensor_variable(t) for t in tables]
+    v_free, rows, tau = Rows()(state, body, world, joint, motor, action, *tables)
+    rows_table = tables[[f.name for f in fields(StepLayout)].index("rows")]
+    v = Solve(iterations=int(layout.options[Option.ITERATIONS]))(v_free, rows, rows_table)
+    return Integrate(renormalise=int(layout.options[Option.RENORMALISE]))(
+        state, v, v_free, tau, tables[-1])
