@@ -98,7 +98,9 @@ def numeric_inputs(scene, params: dict | None = None, action=None) -> dict:
     frames, motors = build_joint_arrays(scene, p)
     packed = pack_inputs(bodies, world, frames, motors, len(scene.joints), len(scene.motors))
     outs = [pack_state(state), *packed]
-    fn = pytensor.function([], outs, mode="FAST_COMPILE")
+    from symphys.backends import interpreted_mode
+
+    fn = pytensor.function([], outs, mode=interpreted_mode())
     values = [np.asarray(v, dtype=np.float64) for v in fn()]
     names = ("state", "body", "world", "joint", "motor")
     out = dict(zip(names, values))
@@ -154,11 +156,13 @@ def unpack_model(scene, body, world, joint, motor):
     return bodies, worlds, frames, motors
 
 
-def reference_step_function(scene):
+def reference_step_function(scene, gradient: bool = False):
     """f(state, body, world, joint, motor, action) -> next state: the
     reference step (`symphys.step.step`) on packed NumPy arrays of one
     world's parameters (Bp = 1), run node by node by PyTensor's Python VM
-    (`backends.interpreted`: nothing to compile)."""
+    (`backends.interpreted`: nothing to compile). With `gradient`, also
+    vjp(*inputs, g) -> the cotangents of the six inputs for an output
+    cotangent g (B, N, 18), from PyTensor's gradient of the reference."""
     from symphys import rewrites
     from symphys.backends import interpreted, interpreted_mode
     from symphys.contacts import contact_blocks
@@ -182,6 +186,14 @@ def reference_step_function(scene):
                           articulated=articulated_bodies(scene),
                           drag_blocks=tuple(drag_blocks(scene)))
         out = pack_state(step(model, unpack_state(S)))
-        fn = pytensor.function([S, body, world, joint, motor, action], out,
-                               mode=interpreted_mode(), on_unused_input="ignore")
-    return lambda *args: np.asarray(fn(*args))
+        inputs = [S, body, world, joint, motor, action]
+        fn = pytensor.function(inputs, out, mode=interpreted_mode(), on_unused_input="ignore")
+        if not gradient:
+            return lambda *args: np.asarray(fn(*args))
+        g = pt.tensor("g", shape=(1, n, 18))
+        grads = pytensor.grad((out * g).sum(), inputs, disconnected_inputs="ignore",
+                              return_disconnected="zero")
+        vjp = pytensor.function(inputs + [g], grads, mode=interpreted_mode(),
+                                on_unused_input="ignore")
+    return (lambda *args: np.asarray(fn(*args)),
+            lambda *args: [np.asarray(x) for x in vjp(*args)])

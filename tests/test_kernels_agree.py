@@ -1,0 +1,264 @@
+"""The Numba kernels with their hand-made pullbacks against the JAX kernels
+differentiated by JAX's own autodiff, on 1,000 hypothesis scenes.
+
+One step, state -> next state, both ways:
+
+- Numba: `rows_numba.rows`, `solve_numba.solve`, `solve_numba.integrate`;
+  the cotangents of (state, body, world, joint, motor, action) by chaining
+  the hand-written pullbacks integrate_vjp -> solve_vjp -> rows_vjp;
+- JAX: integrate(solve(rows(...))) of `rows_jax` / `solve_jax`, one
+  `jax.jit` function for the value and one for `jax.vjp` of it, the tables
+  traced arguments, compiled once for fixed padded sizes
+  (`kernel_padding.pad`, bounds of the scene generator) and serving every
+  scene (the jit caches are checked to hold one entry).
+
+Per scene (random state and action, random output cotangent): next states
+agree to 1e-10 (relative to 1 + |value|), every cotangent to 1e-8 relative
+to the largest magnitude of that cotangent array, and nothing is NaN or
+inf, at resting contacts (gap 0.0) and zero velocities included. Padded
+entries are inert: the padded part of the JAX cotangents is exactly zero
+and the Numba kernels on padded bodies, parameters and rows give the
+unpadded results bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+
+import symphys as sp  # noqa: E402
+from kernel_padding import (NAMES, generator_sizes, numeric_inputs, pad,  # noqa: E402
+                            scene_sizes, trim_items)
+from kernel_scenes import (ITERATIONS, SMALL_SCENES, random_action, random_state,  # noqa: E402
+                           scene_features, scenes)
+from symphys.physics.kernels import rows_jax, rows_numba, solve_jax, solve_numba  # noqa: E402
+from symphys.physics.kernels import rows_numba_grad, solve_numba_grad  # noqa: E402
+from symphys.physics.kernels import graph  # noqa: E402
+from symphys.physics.kernels.layout import Option, build_layout  # noqa: E402
+
+MAX_BODIES = 4
+SIZES = generator_sizes(MAX_BODIES)
+RENORMALISE = 1          # the generator's scenes: the default Bjorck steps
+VALUE_TOL = 1e-10
+GRAD_TOL = 1e-8
+GRAD_FLOOR = 1e-6        # scale floor of an all-(near-)zero cotangent array
+EXAMPLES = 1000
+# which axis of each input the padding extends (None: not padded)
+PADDED_AXIS = {"state": 1, "body": 1, "world": None, "joint": 1, "motor": 1, "action": 1}
+
+
+# -- the two backends ------------------------------------------------------------
+def _jax_step(state, body, world, joint, motor, action, *tables):
+    v_free, rows, tau = rows_jax.rows(state, body, world, joint, motor, action, *tables)
+    v = solve_jax.solve(v_free, rows, tables[7], ITERATIONS)
+    return solve_jax.integrate(state, v, v_free, tau, tables[9], RENORMALISE)
+
+
+def _jax_step_vjp(x, tables, g):
+    out, pullback = jax.vjp(lambda *xs: _jax_step(*xs, *tables), *x)
+    return out, pullback(g)
+
+
+jax_step = jax.jit(_jax_step)
+jax_step_vjp = jax.jit(_jax_step_vjp)
+
+
+def numba_step(x, tables):
+    state, options, rows_table = x[0], tables[9], tables[7]
+    v_free, rows, tau = rows_numba.rows(*x, *tables)
+    v = solve_numba.solve(v_free, rows, rows_table, ITERATIONS)
+    return solve_numba.integrate(state, v, v_free, tau, options, RENORMALISE)
+
+
+def numba_step_vjp(x, tables, g):
+    """(next state, cotangents of x): the hand-written pullbacks chained."""
+    state, options, rows_table = x[0], tables[9], tables[7]
+    v_free, rows, tau = rows_numba.rows(*x, *tables)
+    v = solve_numba.solve(v_free, rows, rows_table, ITERATIONS)
+    out = solve_numba.integrate(state, v, v_free, tau, options, RENORMALISE)
+    g_state, g_v, g_vf, g_tau = solve_numba_grad.integrate_vjp(state, v, v_free, tau, options,
+                                                               g, RENORMALISE)
+    g_vf_solve, g_rows = solve_numba_grad.solve_vjp(v_free, rows, rows_table, g_v, ITERATIONS)
+    grads = list(rows_numba_grad.rows_vjp(*x, *tables, g_vf + g_vf_solve, g_rows, g_tau))
+    grads[0] = grads[0] + g_state
+    return out, grads
+
+
+NUMBA_FUNCTIONS = (rows_numba.rows, solve_numba.solve, solve_numba.integrate,
+                   solve_numba_grad.integrate_vjp, solve_numba_grad.solve_vjp,
+                   rows_numba_grad.rows_vjp)
+
+
+# -- one scene ------------------------------------------------------------------
+class Case:
+    """A scene at a random state and action, its inputs padded, and a random
+    output cotangent (zero on padded bodies)."""
+
+    def __init__(self, scene, seed: int):
+        rng = np.random.default_rng(seed)
+        self.scene = scene
+        layout = build_layout(scene)
+        assert layout.options[Option.ITERATIONS] == ITERATIONS
+        assert layout.options[Option.RENORMALISE] == RENORMALISE
+        self.inputs = numeric_inputs(scene, random_state(scene, rng), random_action(scene, rng))
+        self.tables = layout.arrays()
+        self.sizes = scene_sizes(self.inputs, self.tables)
+        assert all(s <= m for s, m in zip(self.sizes, SIZES)), (self.sizes, SIZES)
+        self.padded, self.padded_tables = pad(self.inputs, self.tables, SIZES)
+        self.x = [self.inputs[k] for k in NAMES]
+        self.xp = [self.padded[k] for k in NAMES]
+        n = self.sizes.bodies
+        self.g = rng.normal(size=self.inputs["state"].shape)
+        self.gp = np.zeros(self.padded["state"].shape)
+        self.gp[:, :n] = self.g
+
+    def own(self, name: str, array):
+        """The scene's own part of a padded input (or its cotangent)."""
+        array = np.asarray(array)
+        axis = PADDED_AXIS[name]
+        if axis is None:
+            return array
+        size = self.inputs[name].shape[axis]
+        index = [slice(None)] * array.ndim
+        index[axis] = slice(0, size)
+        return array[tuple(index)]
+
+    def padding(self, name: str, array):
+        """The padded part of a padded input's cotangent."""
+        array = np.asarray(array)
+        axis = PADDED_AXIS[name]
+        if axis is None:
+            return array[..., :0]
+        index = [slice(None)] * array.ndim
+        index[axis] = slice(self.inputs[name].shape[axis], None)
+        return array[tuple(index)]
+
+
+def _value_error(a, b):
+    return float(np.max(np.abs(a - b) / (1.0 + np.abs(b)), initial=0.0))
+
+
+def _grad_error(a, b):
+    scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)),
+                GRAD_FLOOR)
+    return float(np.max(np.abs(a - b), initial=0.0)) / scale
+
+
+def compare(case: Case):
+    """{output: error} of Numba (with its pullbacks) against JAX (autodiff)."""
+    out_n, grads_n = numba_step_vjp(case.x, case.tables, case.g)
+    value_j = np.asarray(jax_step(*case.xp, *case.padded_tables))
+    out_j, grads_j = jax_step_vjp(case.xp, case.padded_tables, case.gp)
+    out_j, grads_j = np.asarray(out_j), [np.asarray(g) for g in grads_j]
+    for name, arr in [("numba next state", out_n), ("jax next state", value_j),
+                      ("jax vjp next state", out_j)] + \
+            [(f"numba d{k}", g) for k, g in zip(NAMES, grads_n)] + \
+            [(f"jax d{k}", g) for k, g in zip(NAMES, grads_j)]:
+        assert np.all(np.isfinite(arr)), f"{name} not finite"
+    np.testing.assert_array_equal(value_j, out_j)
+    errors = {"next state": _value_error(out_n, case.own("state", value_j))}
+    for name, gn, gj in zip(NAMES, grads_n, grads_j):
+        errors[f"d{name}"] = _grad_error(gn, case.own(name, gj))
+        pad_part = case.padding(name, gj)
+        assert not np.any(pad_part), f"padded d{name} not zero: {pad_part}"
+    return errors
+
+
+WORST: dict = {}
+RAN = {"examples": 0, "seconds": 0.0}
+
+
+def _check(case: Case, what: str):
+    errors = compare(case)
+    for k, e in errors.items():
+        if e > WORST.get(k, (-1.0,))[0]:
+            WORST[k] = (e, what)
+    bad = {k: e for k, e in errors.items()
+           if e > (VALUE_TOL if k == "next state" else GRAD_TOL)}
+    assert not bad, f"{what}: Numba and JAX disagree: {bad}"
+
+
+# -- the checks -------------------------------------------------------------------
+def test_numpy_packer_matches_graph():
+    """`kernel_padding.numeric_inputs` gives `graph.numeric_inputs`' values."""
+    for k, scene in enumerate([SMALL_SCENES[11], SMALL_SCENES[5]]):
+        rng = np.random.default_rng(k)
+        params, action = random_state(scene, rng), random_action(scene, rng)
+        ref = graph.numeric_inputs(scene, params, action)
+        mine = numeric_inputs(scene, params, action)
+        for name in NAMES:
+            assert mine[name].shape == ref[name].shape, name
+            np.testing.assert_allclose(mine[name], ref[name], rtol=1e-14, atol=1e-15,
+                                       err_msg=name)
+
+
+@pytest.mark.parametrize("index", [0, 5, 11, 20])
+def test_padding_is_inert(index):
+    """Padded vs unpadded: JAX's next state and cotangents on the scene's own
+    part agree to round-off; the Numba kernels on padded bodies, parameters
+    and rows give bit for bit the unpadded results."""
+    scene = SMALL_SCENES[index]
+    case = Case(scene, 1000 + index)
+    # JAX unpadded (its own compile, this scene's sizes)
+    unpadded = jax.jit(_jax_step_vjp)
+    out_u, grads_u = unpadded(case.x, case.tables, case.g)
+    out_p, grads_p = jax_step_vjp(case.xp, case.padded_tables, case.gp)
+    np.testing.assert_allclose(case.own("state", out_p), out_u, rtol=1e-14, atol=1e-14)
+    for name, gu, gp in zip(NAMES, grads_u, grads_p):
+        np.testing.assert_allclose(case.own(name, gp), gu, rtol=1e-12,
+                                   atol=1e-12 * max(1.0, float(np.max(np.abs(gu), initial=0))),
+                                   err_msg=name)
+        assert not np.any(case.padding(name, gp)), name
+    # Numba: padded bodies / parameters / rows (the scene's own items)
+    tables = trim_items(case.padded_tables, case.tables)
+    out_n, grads_n = numba_step_vjp(case.x, case.tables, case.g)
+    out_np, grads_np = numba_step_vjp(case.xp, tables, case.gp)
+    np.testing.assert_array_equal(case.own("state", out_np), out_n)
+    for name, gn, gnp in zip(NAMES, grads_n, grads_np):
+        np.testing.assert_array_equal(case.own(name, gnp), gn, err_msg=name)
+        assert not np.any(case.padding(name, gnp)), name
+
+
+@pytest.mark.parametrize("name", ["ball", "arm", "hopper", "spheres16"])
+def test_shipped_scenes(name):
+    """Shipped scenes that fit the padded sizes, at their default state."""
+    scene = sp.load_scene(name)
+    inputs = numeric_inputs(scene)
+    sizes = scene_sizes(inputs, build_layout(scene).arrays())
+    if not all(s <= m for s, m in zip(sizes, SIZES)) or \
+            build_layout(scene).options[Option.ITERATIONS] != ITERATIONS:
+        pytest.skip(f"{name} does not fit the padded sizes or sweeps {SIZES}")
+    _check(Case(scene, 0), name)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.large_base_example])
+@given(scene=scenes(max_bodies=MAX_BODIES), seed=st.integers(0, 2 ** 32 - 1))
+def test_numba_pullbacks_match_jax_autodiff(scene, seed):
+    start = time.perf_counter()
+    _check(Case(scene, seed), f"{scene_features(scene)} seed={seed}")
+    RAN["examples"] += 1
+    RAN["seconds"] += time.perf_counter() - start
+
+
+def test_one_compiled_kernel_per_backend():
+    """After every scene: one JAX executable for the value and one for the
+    VJP at the padded sizes, and no Numba kernel compiled a second
+    specialisation."""
+    if RAN["examples"] == 0:
+        pytest.skip("the hypothesis test did not run")
+    assert jax_step._cache_size() == 1
+    assert jax_step_vjp._cache_size() == 1
+    for f in NUMBA_FUNCTIONS:
+        assert len(f.signatures) == 1, (f, f.signatures)
+    print(f"\n{RAN['examples']} examples in {RAN['seconds']:.1f} s; worst: "
+          + ", ".join(f"{k} {e:.2e}" for k, (e, _) in WORST.items()))
