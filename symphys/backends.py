@@ -115,7 +115,7 @@ def loop_mode() -> Mode:
     the choice must travel with the scan."""
     if _INTERPRETED.get():
         return interpreted_mode()
-    return _with_rewrites(Mode("cvm", "fast_run"), rewrites.enabled())
+    return _with_rewrites(Mode("cvm", "fast_run"), rewrites.split_loops())
 
 
 def _base_mode(backend: "str | Backend") -> Mode:

@@ -10,6 +10,7 @@ building it) and rewritten graphs (`compile_cache`); below those, PyTensor's.
 
 from __future__ import annotations
 
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -40,16 +41,24 @@ def cached(key, build: Callable[[], Compiled], backend,
     return _CACHE[key]
 
 
+def _announced(build, backend):
+    """`build`, after one line on stderr: compiling is slow the first time
+    only (PyTensor and Numba keep what they compiled on disk)."""
+    print(f"symphys: compiling a {backend.value} function (first run only: it is cached on "
+          "disk for later runs)", file=sys.stderr, flush=True)
+    return build()
+
+
 def _stored_or_built(build, backend, described) -> Compiled:
     parts = described() if described is not None else None
     if parts is None:
-        return build()
+        return _announced(build, backend)
     # The loops' rewrites are chosen while the graph is built (for_backend).
     disk_key = function_store.function_key(
         (parts, rewrites.enabled(backend), rewrites.enabled()), backend)
     fn = function_store.load(disk_key, backend)
     if fn is None:
-        fn = function_store.store(disk_key, build())
+        fn = function_store.store(disk_key, _announced(build, backend))
     return fn
 
 

@@ -97,10 +97,27 @@ def switched(on: bool | None):
         _FORCED.reset(token)
 
 
+_SPLIT_LOOPS: contextvars.ContextVar[bool] = contextvars.ContextVar("symphys_split_loops",
+                                                                    default=True)
+
+
+@contextlib.contextmanager
 def for_backend(backend):
-    """The block in which a graph for `backend` is built: its loops get the
-    rewrites when `enabled(backend)`."""
-    return switched(enabled(backend))
+    """The block in which a graph for `backend` is built: it uses the fused
+    step kernels, and its loops get the component rewrites, when
+    `enabled(backend)`; JAX's loops never get the component rewrites (XLA
+    fuses small arrays itself)."""
+    token = _SPLIT_LOOPS.set(str(getattr(backend, "value", backend)).lower() != "jax")
+    try:
+        with switched(enabled(backend)):
+            yield
+    finally:
+        _SPLIT_LOOPS.reset(token)
+
+
+def split_loops() -> bool:
+    """Whether loops built now get the component rewrites."""
+    return enabled() and _SPLIT_LOOPS.get()
 
 
 def _static_int(v) -> int | None:

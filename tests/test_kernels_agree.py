@@ -163,7 +163,7 @@ def compare(case: Case):
             [(f"numba d{k}", g) for k, g in zip(NAMES, grads_n)] + \
             [(f"jax d{k}", g) for k, g in zip(NAMES, grads_j)]:
         assert np.all(np.isfinite(arr)), f"{name} not finite"
-    np.testing.assert_array_equal(value_j, out_j)
+    np.testing.assert_allclose(out_j, value_j, rtol=1e-12, atol=1e-12)
     errors = {"next state": _value_error(out_n, case.own("state", value_j))}
     for name, gn, gj in zip(NAMES, grads_n, grads_j):
         errors[f"d{name}"] = _grad_error(gn, case.own(name, gj))

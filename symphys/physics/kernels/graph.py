@@ -16,7 +16,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
-from symphys.model import State
+from symphys.model import State, zero_template
 from symphys.physics.kernels.layout import BODY, JOINT, MOTOR, WORLD, Packing
 
 
@@ -33,12 +33,15 @@ def _columns(parts: dict, packing: Packing, count: int | None) -> list:
 
 
 def _stack(cols: list, row_ndim: int):
-    """Stack (…)-shaped columns, broadcast to one leading shape, on a new
-    last axis; scalars and (Bp, 1) world entries become (Bp,)."""
+    """Stack columns of shape (Bp,) + (count,) * (row_ndim - 1) (or
+    broadcastable to it: scalars, (Bp, 1) world entries) on a new last
+    axis, broadcast against one zero template (one shape graph for all
+    columns, not one per pair)."""
     cols = [c if c.ndim == row_ndim else
             (c.reshape((1,) * row_ndim) if c.ndim == 0 else c.reshape(c.shape[:row_ndim]))
             for c in cols]
-    return pt.stack(pt.broadcast_arrays(*cols), axis=-1)
+    template = zero_template(cols)
+    return pt.stack([c + template for c in cols], axis=-1)
 
 
 def pack_inputs(bodies, world, frames=None, motors=None, n_joints: int = 0,
