@@ -1,21 +1,18 @@
 """The JAX stage kernels (`symphys.physics.kernels.rows_jax`, `solve_jax`)
-against the reference step (`symphys.step.step`, compiled with the C VM on
-packed arrays by `graph.reference_step_function`): one step from the
+against the reference step (`symphys.step.step` on packed arrays,
+`graph.reference_step_function`): one step from the
 default state and from perturbed states (random velocities and rotations,
 bodies pressed into the ground or about to land, nonzero motor commands),
 to 1e-10, on every shipped scene; a batch of worlds with shared (Bp = 1)
 parameters; stage properties (v_free, tau, M^-1 J^T and effective masses).
 
-The reference compiles once per scene per module (10-60 s each with a
-warm PyTensor cache). SYMPHYS_KERNEL_FEATURES=1 adds two built scenes with
-the features the shipped ones lack (every contact kind, soft contacts,
-rolling friction, velocity damping, slider / fixed / ball / universal
-joints, soft joints, limits, bearing losses, torque and velocity motors).
+Two built scenes (`kernel_scenes.FEATURES`) add what the shipped ones
+lack: every contact kind, soft contacts, rolling friction, velocity
+damping, slider / fixed / ball / universal joints, soft joints, limits,
+bearing losses, torque and velocity motors.
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pytest
@@ -31,62 +28,14 @@ from symphys.physics.kernels.layout import (BODY, ROW, STATE, WORLD, Bound, Item
                                             Option, build_layout)
 from symphys.physics.kernels.rows_jax import rows  # noqa: E402
 from symphys.physics.kernels.solve_jax import integrate, solve  # noqa: E402
+from kernel_scenes import FEATURES  # noqa: E402
 
 SHIPPED = ["ball", "spheres16", "pendulum_camera", "arm", "hopper", "quadruped"]
 TOL = 1e-10
 INPUTS = ("state", "body", "world", "joint", "motor", "action")
 
 
-def _features_contacts():
-    return (sp.SceneBuilder("kf-contacts", dt=0.005, iterations=6, constraint_frequency=40.0,
-                            constraint_damping=0.8, velocity_damping=0.3)
-            .ground(friction=0.8, restitution=0.3, rolling_friction=0.002)
-            .box("crate", size=[0.3, 0.3, 0.2], mass=3.0, position=[0, 0, 0.1],
-                 rolling_friction=0.001)
-            .sphere("ball", radius=0.1, mass=0.5, position=[-0.05, 0.02, 0.32],
-                    velocity=[0.3, 0.0, 0.0], friction=0.6, restitution=0.5)
-            .capsule("rod", radius=0.05, length=0.3, mass=0.4, position=[0.4, 0, 0.06],
-                     quaternion=[0.7071067811865476, 0, 0.7071067811865476, 0],
-                     velocity=[-0.5, 0, 0])
-            .sphere("pebble", radius=0.06, mass=0.2, position=[0.62, 0.0, 0.06],
-                    velocity=[-0.8, 0.0, 0.0])
-            .build())
-
-
-def _features_joints():
-    axis = [np.cos(0.5), 0.0, -np.sin(0.5)]
-    return (sp.SceneBuilder("kf-joints", dt=0.004, iterations=10).ground(friction=0.7)
-            .box("slide", size=[0.2, 0.1, 0.1], mass=1.5, position=[0, 0, 1])
-            .box("frame", size=[0.3, 0.2, 0.1], mass=2.0, position=[5, 0, 1],
-                 velocity=[1.0, 0.5, 0.3], angular_velocity=[1.0, 2.0, -0.5])
-            .sphere("knob", radius=0.1, mass=0.7, position=[5.25, 0, 1.05])
-            .box("flap", size=[0.4, 0.05, 0.2], mass=1.0, position=[10.2, 0, 1])
-            .capsule("top", radius=0.03, length=0.6, mass=0.8, position=[15, 0, 0.7])
-            .box("hand", size=[0.1, 0.2, 0.4], mass=1.0, position=[20, 0, 0.8])
-            .box("foot", size=[0.2, 0.2, 0.1], mass=1.0, position=[25, 0, 0.2])
-            .joint("slider", "slider", "world", "slide", anchor=[0, 0, 1], axis=axis,
-                   limits=[-0.05, 0.05], viscous_damping=2.0, dry_friction=0.5)
-            .joint("weld", "fixed", "frame", "knob", anchor=[5.25, 0, 1.05])
-            .joint("hinge", "hinge", "world", "flap", anchor=[10, 0, 1], axis=[0, 1, 0],
-                   limits=[-0.5, 0.5], viscous_damping=0.3, dry_friction=0.2)
-            .joint("socket", "ball", "world", "top", anchor=[15, 0, 1.0])
-            .joint("wrist", "universal", "world", "hand", anchor=[20, 0, 1.0], axis=[1, 0, 0],
-                   axis2=[0, 1, 0])
-            .joint("ankle", "hinge", "world", "foot", anchor=[25, 0, 0.5], axis=[1, 0, 0],
-                   frequency=8.0, damping=0.7)
-            .motor("push", "slider", "velocity", gain=5.0, max_velocity=1.0, max_torque=30.0)
-            .motor("roll", "wrist", "position", axis=0, gain=10.0, max_velocity=2.0,
-                   max_torque=20.0)
-            .motor("pitch", "wrist", "velocity", axis=1, gain=10.0, max_velocity=2.0,
-                   max_torque=20.0)
-            .motor("kick", "ankle", "torque", max_torque=4.0)
-            .motor("tilt", "hinge", "torque", max_torque=3.0)
-            .contacts([("foot", "ground")])
-            .build())
-
-
-FEATURES = {"kf-contacts": _features_contacts, "kf-joints": _features_joints}
-SCENES = SHIPPED + (list(FEATURES) if os.environ.get("SYMPHYS_KERNEL_FEATURES") == "1" else [])
+SCENES = SHIPPED + list(FEATURES)
 
 
 class Case:

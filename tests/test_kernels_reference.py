@@ -1,7 +1,7 @@
 """The fused step's Numba kernels and hand-made pullbacks against the
 reference graph (`symphys.step.step` and PyTensor's gradient of it), one
-step at a time from many states: every shipped scene, and the small
-generated scenes of `kernel_scenes`."""
+step at a time from many states: every shipped scene, two built scenes
+with every feature, and the small generated scenes of `kernel_scenes`."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, so
 from symphys.physics.kernels.graph import numeric_inputs, reference_step_function
 from symphys.physics.kernels.layout import Option, build_layout
 
-from kernel_scenes import SMALL_SCENES, random_action, random_state
+from kernel_scenes import FEATURES, SMALL_SCENES, random_action, random_state
 
 SHIPPED = ["ball", "arm", "hopper", "quadruped", "pendulum_camera", "spheres16"]
 INPUTS = ("state", "body", "world", "joint", "motor", "action")
@@ -78,6 +78,11 @@ def check_scene(scene, seed: int, count: int, steps: int):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_scene_kernels_match_the_reference(name):
     check_scene(sp.load_scene(name), seed=1, count=2, steps=10)
+
+
+@pytest.mark.parametrize("name", sorted(FEATURES))
+def test_feature_scene_kernels_match_the_reference(name):
+    check_scene(FEATURES[name](), seed=2, count=2, steps=10)
 
 
 @pytest.mark.parametrize("index", range(len(SMALL_SCENES)))
