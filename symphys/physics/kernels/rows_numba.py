@@ -28,6 +28,7 @@ O_DT, O_FEEDBACK, O_THRESHOLD = int(Option.DT), int(Option.FEEDBACK), \
     int(Option.RESTITUTION_THRESHOLD)
 O_SOFT, O_GYRO, O_DAMPING, O_ROLLING = int(Option.SOFT_CONTACTS), int(Option.GYROSCOPIC), \
     int(Option.DAMPING), int(Option.ROLLING)
+O_ISOTROPIC = int(Option.ISOTROPIC)
 R, V, W = STATE.at("rotation"), STATE.at("velocity"), STATE.at("angular_velocity")
 INV_MASS, INV_INERTIA, INERTIA = BODY.at("inv_mass"), BODY.at("inv_inertia"), BODY.at("inertia")
 FRICTION, RESTITUTION, ROLL = BODY.at("friction"), BODY.at("restitution"), \
@@ -76,9 +77,16 @@ def forces(s, body, world, options, out):
 
 
 @jit
-def inverse_inertia(s, body, out):
-    """World inverse inertia R diag(1/I) R^T per body, out (N, 9)."""
+def inverse_inertia(s, body, options, out):
+    """World inverse inertia R diag(1/I) R^T per body, out (N, 9); when
+    every body is a sphere (Option.ISOTROPIC) the scalar 1/I_x times the
+    identity, as the reference (`solver.mobility`): no rotation enters."""
+    isotropic = options[O_ISOTROPIC] > 0
     for i in range(s.shape[0]):
+        if isotropic:
+            for k in range(9):
+                out[i, k] = body[i, INV_INERTIA] if k % 4 == 0 else 0.0
+            continue
         rot = cn.rotation(s, i)
         inv = (body[i, INV_INERTIA], body[i, INV_INERTIA + 1], body[i, INV_INERTIA + 2])
         for r in range(3):
@@ -339,7 +347,7 @@ def rows(state, body, world, joint, motor, action, contacts, joints, drags, serv
         pj = joint[w if joint.shape[0] > 1 else 0]
         pm = motor[w if motor.shape[0] > 1 else 0]
         forces(s, pb, pw, options, v_free[w])
-        inverse_inertia(s, pb, inv_i)
+        inverse_inertia(s, pb, options, inv_i)
         torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i,
                         v_free[w])
         contact_rows(s, pb, pw, options, contacts, articulated, inv_i, v_free[w], out[w],

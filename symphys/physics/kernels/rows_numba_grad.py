@@ -49,7 +49,8 @@ from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, DIR_A, DIR_B, DRY
                                                 I_JOINT, I_KIND, I_ROW, I_SUB, INERTIA,
                                                 INV_INERTIA, LOWER, MASS, MAX_TORQUE,
                                                 MAX_VELOCITY, MU, O_DAMPING, O_DT, O_FEEDBACK,
-                                                O_GYRO, O_ROLLING, O_SOFT, O_THRESHOLD,
+                                                O_GYRO, O_ISOTROPIC, O_ROLLING, O_SOFT,
+                                                O_THRESHOLD,
                                                 POSITION, RESTITUTION, ROLL, ROW_WIDTH,
                                                 SLIDER, TARGET, UNIVERSAL, UPPER, V,
                                                 VELOCITY_DAMPING, VISCOUS, W, _softness,
@@ -107,9 +108,12 @@ def forces_vjp(s, body, world, options, g_vel, g_s, g_body, g_world):
 
 
 @jit
-def inverse_inertia_vjp(s, body, g_inv_i, g_s, g_body):
+def inverse_inertia_vjp(s, body, options, g_inv_i, g_s, g_body):
     """Pullback of `rows_numba.inverse_inertia` of g_inv_i (N, 9)."""
     for i in range(s.shape[0]):
+        if options[O_ISOTROPIC] > 0:
+            g_body[i, INV_INERTIA] += g_inv_i[i, 0] + g_inv_i[i, 4] + g_inv_i[i, 8]
+            continue
         rot = cn.rotation(s, i)
         for k in range(3):
             inv = body[i, INV_INERTIA + k]
@@ -600,7 +604,7 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
         pb, pw, pj, pm = body[ib], world[iw], joint[ij], motor[im]
         gs, gb, gw, gj, gm = g_state[w], g_body[ib], g_world[iw], g_joint[ij], g_motor[im]
         forces(s, pb, pw, options, vel)
-        inverse_inertia(s, pb, inv_i)
+        inverse_inertia(s, pb, options, inv_i)
         torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i, vel)
         g_vel[:] = g_v_free[w]
         g_inv_i[:] = 0.0
@@ -615,5 +619,5 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
         torque_vjp(s, pj, pm, action[w], torques, motor_consts, dt, pb, inv_i, g_vel, gs, gb,
                    gj, gm, g_action[w], g_inv_i, gp, row, grow)
         forces_vjp(s, pb, pw, options, g_vel, gs, gb, gw)
-        inverse_inertia_vjp(s, pb, g_inv_i, gs, gb)
+        inverse_inertia_vjp(s, pb, options, g_inv_i, gs, gb)
     return g_state, g_body, g_world, g_joint, g_motor, g_action
