@@ -55,6 +55,22 @@ def safe_norm(a):
     return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
 
 
+def clip(x, lo, hi):
+    """lo where x < lo, else hi where x > hi, else x: at a tie the gradient
+    goes to x, as in the Numba kernels (jnp.clip splits it)."""
+    return jnp.where(x < lo, lo, jnp.where(x > hi, hi, x))
+
+
+def maximum(a, b):
+    """b where b > a, else a (Python's max: a tie picks a)."""
+    return jnp.where(b > a, b, a)
+
+
+def minimum(a, b):
+    """b where b < a, else a (Python's min: a tie picks a)."""
+    return jnp.where(b < a, b, a)
+
+
 def safe_div(num, den):
     ok = jnp.abs(den) > EPS
     return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
@@ -157,11 +173,11 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
 
     ss = round_pair(xa, r_a, r_b)
     start = xa - scale(axis_a, hl_a)
-    t = jnp.clip(dot(xb - start, axis_a), 0.0, 2.0 * hl_a)
+    t = clip(dot(xb - start, axis_a), 0.0, 2.0 * hl_a)
     cs = round_pair(start + scale(axis_a, t), r_a, r_b)
     # sphere (a) - box (b), in the box frame
     local = matTvec(rb_rot, xa - xb)
-    clamped = jnp.clip(local, -h_b, h_b)
+    clamped = clip(local, -h_b, h_b)
     n_out, dist = normalize(local - clamped)
     outside = dist > 1e-9
     pen = h_b - jnp.abs(local)
@@ -198,8 +214,8 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
     prod = col("friction")[a] * other("friction", "ground_friction")
     ok = prod > 0
     mu = jnp.where(ok, jnp.sqrt(jnp.where(ok, prod, 1.0)), 0.0)
-    e = jnp.maximum(col("restitution")[a], other("restitution", "ground_restitution"))
-    roll = jnp.maximum(col("rolling_friction")[a],
+    e = maximum(col("restitution")[a], other("restitution", "ground_restitution"))
+    roll = maximum(col("rolling_friction")[a],
                        other("rolling_friction", "ground_rolling_friction"))
     return gap, n, ra, rb, mu, e, roll
 

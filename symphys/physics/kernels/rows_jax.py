@@ -15,8 +15,9 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from symphys.physics.kernels.geometry_jax import (contact_geometry, cross, dot, hinge_angle,
-                                                  joint_pose, matTvec, matvec, row_parts,
+from symphys.physics.kernels.geometry_jax import (clip, contact_geometry, cross, dot,
+                                                  hinge_angle, joint_pose, matTvec, matvec,
+                                                  maximum, minimum, row_parts,
                                                   rotation_coefficients, rotation_error,
                                                   safe_div, scale, tangent_basis, unit,
                                                   universal_angle)
@@ -148,7 +149,7 @@ def _contact_rows(V, contacts, bodies, body, world, articulated, options):
     late = late.at[jnp.where(real & two, b, n_bodies)].max(1.0 - tau_c, mode="drop")
     tau = jnp.where(articulated > 0, 0.0, 1.0 - late)
     tau = jnp.where(jnp.any(real), tau, 0.0)
-    tau_b = jnp.where(two, jnp.minimum(tau[a], tau[bi]), tau[a])
+    tau_b = jnp.where(two, minimum(tau[a], tau[bi]), tau[a])
 
     # softness (`solver.softness`) and the normal row's target (`contact_rows`)
     soft = options[Option.SOFT_CONTACTS] > 0
@@ -169,11 +170,11 @@ def _contact_rows(V, contacts, bodies, body, world, articulated, options):
     separation = jnp.where(penetrating, -beta * gap / dt,
                            jnp.where(reaches, closing, -gap / dt))
     u0 = options[Option.RESTITUTION_THRESHOLD]
-    ramp = jnp.where(u0 > 0, jnp.clip((-vn0 - u0) / jnp.where(u0 > 0, u0, 1.0), 0.0, 1.0),
+    ramp = jnp.where(u0 > 0, clip((-vn0 - u0) / jnp.where(u0 > 0, u0, 1.0), 0.0, 1.0),
                      (vn0 < 0).astype(V.dtype))
     hits = (gap + dt * vn0 < 0) & (vn0 < -u0)
     bounce = -e * ramp * vn0
-    target = jnp.where(hits, jnp.maximum(bounce, separation), separation)
+    target = jnp.where(hits, maximum(bounce, separation), separation)
     normal = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_soft, gamma, target, 1.0, 0.0, INF, 0.0)
 
     # friction rows (x, y on the ground) and rolling rows about the tangents
@@ -275,7 +276,7 @@ def _drag_rows(drags, joint, bodies, options):
 
 def _command(table, motor, action, consts):
     m = table[:, Item.INDEX]
-    return jnp.clip(action[m], consts[m, 0], consts[m, 1]), motor[m]
+    return clip(action[m], consts[m, 0], consts[m, 1]), motor[m]
 
 
 def _servo_rows(servos, joint, motor, action, consts, bodies, options):
@@ -288,7 +289,7 @@ def _servo_rows(servos, joint, motor, action, consts, bodies, options):
     max_rate = mp[:, MOTOR.at("max_velocity")]
     rate = jnp.where(servos[:, Item.KIND] == _POSITION,
                      mp[:, MOTOR.at("gain")] * (command - q), command)
-    target = jnp.clip(rate, -max_rate, max_rate)
+    target = clip(rate, -max_rate, max_rate)
     bound = mp[:, MOTOR.at("max_torque")] * dt
     row = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_eff, 0.0, target, 1.0, -bound, bound, 0.0)
     return row[:, None], 1 + 0 * a
@@ -307,7 +308,7 @@ def _apply_torques(V, torques, joint, motor, action, consts, bodies, options):
     pose, angular, direction, _ = _motor_axis(torques, joint, bodies)
     _, _, dir_a, dir_b, _ = bodies.axis_row(angular, direction, pose, a, b)
     bound = mp[:, MOTOR.at("max_torque")] * dt
-    impulse = jnp.where(real, jnp.clip(command * dt, -bound, bound), 0.0)[:, None]
+    impulse = jnp.where(real, clip(command * dt, -bound, bound), 0.0)[:, None]
     V = V.at[jnp.where(real, a, n)].add(dir_a * impulse, mode="drop")
     return V.at[jnp.where(real & (b >= 0), b, n)].add(dir_b * impulse, mode="drop")
 

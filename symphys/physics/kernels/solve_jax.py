@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from symphys.physics.kernels.geometry_jax import rotation_coefficients
+from symphys.physics.kernels.geometry_jax import clip, rotation_coefficients
 from symphys.physics.kernels.layout import ROW, STATE, Bound, Option, RowColumn
 
 _JAC_A, _JAC_B, _DIR_A, _DIR_B = ROW.jac_a, ROW.jac_b, ROW.dir_a, ROW.dir_b
@@ -41,7 +41,7 @@ def _solve_world(V, rows, table, iterations: int):
         low = jnp.where(new > lower, new, lower)
         box = jnp.where(low < upper, low, upper)
         c = row[_MU] * lam[jnp.maximum(ref_col[r], 0)]
-        fric = jnp.where(c > 0, jnp.clip(new, -c, c), 0.0)
+        fric = jnp.where(c > 0, clip(new, -c, c), 0.0)
         new = jnp.where(kind == Bound.LOWER, low,
                         jnp.where(kind == Bound.BOX, box,
                                   jnp.where(kind == Bound.FRICTION, fric, new)))
