@@ -78,9 +78,7 @@ def mode_for(backend: "str | Backend", rewrites_on: bool | None = None) -> Mode:
     the exclusions above, plus symphys' own (`symphys.rewrites`) when
     `rewrites_on` (None: `rewrites.enabled(backend)`)."""
     on = rewrites.enabled(backend) if rewrites_on is None else rewrites_on
-    # XLA fuses (..., 3) arrays itself: JAX's mode never splits components
-    # (the array toy step ran 2.3x slower in component form there).
-    return _with_rewrites(_base_mode(backend), on and as_backend(backend) is not Backend.JAX)
+    return _with_rewrites(_base_mode(backend), on)
 
 
 _INTERPRETED: contextvars.ContextVar[bool] = contextvars.ContextVar("symphys_interpreted",
@@ -218,7 +216,8 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
         outs = [outputs] if single else list(outputs)
         # Loops carry their own choice, made when they were built.
         rules = EXCLUDED_REWRITES + (
-            f"symphys-rewrites={on},loops={rewrites.enabled()},v{rewrites.VERSION}",)
+            f"symphys-rewrites={on},loops={rewrites.split_loops()},fused={rewrites.fused()},"
+            f"v{rewrites.VERSION}",)
         key = compile_cache.graph_key(inputs, outs, backend.value, rules)
         fn = compile_cache.load(key, mode, in_place)
         if fn is not None:

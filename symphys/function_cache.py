@@ -32,7 +32,7 @@ def cached(key, build: Callable[[], Compiled], backend,
     described: returns what the graph is made from as plain values with a
     stable repr (None: cannot say), the key of the on-disk
     `function_store`: a function found there is not built."""
-    key = (key, rewrites.enabled(backend))
+    key = (key, rewrites.enabled(backend), rewrites.fused(backend))
     if key not in _CACHE:
         start = time.perf_counter()
         with quiet_graph_building(), rewrites.for_backend(backend):
@@ -55,7 +55,7 @@ def _stored_or_built(build, backend, described) -> Compiled:
         return _announced(build, backend)
     # The loops' rewrites are chosen while the graph is built (for_backend).
     disk_key = function_store.function_key(
-        (parts, rewrites.enabled(backend), rewrites.enabled()), backend)
+        (parts, rewrites.enabled(backend), rewrites.enabled(), rewrites.fused()), backend)
     fn = function_store.load(disk_key, backend)
     if fn is None:
         fn = function_store.store(disk_key, _announced(build, backend))

@@ -66,30 +66,59 @@ VERSION = 1
 
 _FORCED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("symphys_rewrites",
                                                                        default=None)
+_BACKEND: contextvars.ContextVar[str | None] = contextvars.ContextVar("symphys_backend",
+                                                                      default=None)
+
+
+def _backend_name(backend) -> str:
+    return str(getattr(backend, "value", backend)).lower()
 
 
 def default_for(backend) -> bool:
-    """Whether a backend gets symphys' rewrites unless told otherwise:
-    Numba and JAX do (graphs built for them use the fused step kernels,
-    `symphys.physics.kernels`); the C VM runs the reference graph."""
-    return str(getattr(backend, "value", backend)).lower() != "cvm"
+    """Whether a backend gets symphys' rewrites unless told otherwise: Numba
+    and CVM do (they pay per Op, and components fuse into few loops); JAX
+    does not (XLA fuses (..., 3) arrays itself, and the component form ran
+    the array toy step 2.3x slower there: README, "Speed")."""
+    return _backend_name(backend) != "jax"
+
+
+def fuses_by_default(backend) -> bool:
+    """Whether graphs built for a backend use the fused step kernels
+    (`symphys.physics.kernels`) unless told otherwise: Numba's do; the C
+    VM runs the reference graph; JAX's run the reference graph too for now
+    (its kernels sweep the rows one at a time in a `lax.fori_loop`, 5x
+    slower than the reference's vectorised blocks on the CPU)."""
+    return _backend_name(backend) == "numba"
 
 
 def enabled(backend=None) -> bool:
     """Whether graphs built and compiled now get symphys' rewrites: as
-    `switched` forces, else the backend's default (True when no backend is
-    named)."""
+    `switched` forces, else the default of `backend` (or of the backend the
+    graph is being built for, `for_backend`; True when none is named)."""
     forced = _FORCED.get()
     if forced is not None:
         return forced
+    backend = _BACKEND.get() if backend is None else backend
     return True if backend is None else default_for(backend)
+
+
+def fused(backend=None) -> bool:
+    """Whether graphs built now use the fused step kernels: as `switched`
+    forces (off: the reference graph), else `fuses_by_default` of `backend`
+    (or of the backend being built for; True when none is named)."""
+    forced = _FORCED.get()
+    if forced is not None:
+        return forced
+    backend = _BACKEND.get() if backend is None else backend
+    return True if backend is None else fuses_by_default(backend)
 
 
 @contextlib.contextmanager
 def switched(on: bool | None):
-    """Force symphys' rewrites on or off (None: each backend's default) for
-    the graphs built and compiled inside the block; loops carry the choice
-    in their modes, so build and compile inside the same block."""
+    """Force symphys' rewrites, and the fused step kernels, on or off (None:
+    each backend's default) for the graphs built and compiled inside the
+    block; loops carry the choice in their modes, so build and compile
+    inside the same block."""
     token = _FORCED.set(None if on is None else bool(on))
     try:
         yield
@@ -97,27 +126,21 @@ def switched(on: bool | None):
         _FORCED.reset(token)
 
 
-_SPLIT_LOOPS: contextvars.ContextVar[bool] = contextvars.ContextVar("symphys_split_loops",
-                                                                    default=True)
-
-
 @contextlib.contextmanager
 def for_backend(backend):
-    """The block in which a graph for `backend` is built: it uses the fused
-    step kernels, and its loops get the component rewrites, when
-    `enabled(backend)`; JAX's loops never get the component rewrites (XLA
-    fuses small arrays itself)."""
-    token = _SPLIT_LOOPS.set(str(getattr(backend, "value", backend)).lower() != "jax")
+    """The block in which a graph for `backend` is built: its loops get the
+    rewrites when `enabled(backend)` (never JAX's component rewrites), and
+    its step is fused when `fused(backend)`."""
+    token = _BACKEND.set(_backend_name(backend))
     try:
-        with switched(enabled(backend)):
-            yield
+        yield
     finally:
-        _SPLIT_LOOPS.reset(token)
+        _BACKEND.reset(token)
 
 
 def split_loops() -> bool:
-    """Whether loops built now get the component rewrites."""
-    return enabled() and _SPLIT_LOOPS.get()
+    """Whether loops built now get the component rewrites (JAX's never)."""
+    return enabled() and _BACKEND.get() != "jax"
 
 
 def _static_int(v) -> int | None:

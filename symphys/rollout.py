@@ -125,10 +125,10 @@ def _batched_controller_columns(controller, controller_params) -> list:
 
 def kernel_layout(scene: Scene):
     """The scene's tables for the fused step kernels, or None when graphs
-    are built as the reference (symphys' rewrites switched off: the C VM,
-    `rewrites.switched(False)`) or the scene uses what the kernels do not
-    model yet (penalty contacts, the friction cone)."""
-    if not rewrites.enabled():
+    are built as the reference (`rewrites.fused` says no: the C VM and JAX
+    by default, `rewrites.switched(False)`) or the scene uses what the
+    kernels do not model yet (penalty contacts, the friction cone)."""
+    if not rewrites.fused():
         return None
     try:
         return build_layout(scene)

@@ -1,5 +1,6 @@
 """The fused step in rollouts: a loop body of a few stage nodes whatever the
-scene, built for Numba and JAX; the reference for the C VM."""
+scene, built for Numba by default and for JAX when switched on; the
+reference for the C VM."""
 
 import numpy as np
 import pytest
@@ -27,11 +28,11 @@ def loop_body_nodes(scene):
     return inner
 
 
-@pytest.mark.parametrize("backend", ["numba", "jax"])
-def test_the_loop_body_is_three_stage_ops_for_every_scene(backend):
+@pytest.mark.parametrize("backend, on", [("numba", None), ("jax", True)])
+def test_the_loop_body_is_three_stage_ops_for_every_scene(backend, on):
     sizes = {}
     for name in ("ball", "arm", "quadruped"):
-        with rewrites.for_backend(backend):
+        with rewrites.switched(on), rewrites.for_backend(backend):
             nodes = loop_body_nodes(sp.load_scene(name))
         stages = sorted(type(n.op).__name__ for n in nodes if isinstance(n.op, StageOp))
         assert stages == ["Integrate", "Rows", "Solve"], name
@@ -40,8 +41,9 @@ def test_the_loop_body_is_three_stage_ops_for_every_scene(backend):
     assert sizes["ball"] < 20
 
 
-def test_the_c_vm_builds_the_reference():
-    with rewrites.for_backend("cvm"):
+@pytest.mark.parametrize("backend", ["cvm", "jax"])
+def test_the_c_vm_and_jax_build_the_reference_by_default(backend):
+    with rewrites.for_backend(backend):
         nodes = loop_body_nodes(sp.load_scene("arm"))
     assert not any(isinstance(n.op, StageOp) for n in nodes)
     assert len(nodes) > 1000
@@ -51,8 +53,9 @@ def test_fused_numba_and_jax_rollouts_match_the_reference():
     arm = sp.load_scene("arm")
     action = [0.4, -0.3, 0.2, 0.5]
     ref = sp.simulate(arm, 60, action=action, backend="cvm")
-    for backend in ("numba", "jax"):
-        tr = sp.simulate(arm, 60, action=action, backend=backend)
+    for backend, on in (("numba", None), ("jax", True)):
+        with rewrites.switched(on):
+            tr = sp.simulate(arm, 60, action=action, backend=backend)
         for body in arm.body_names:
             np.testing.assert_allclose(tr.position[body], ref.position[body], rtol=0,
                                        atol=1e-10)

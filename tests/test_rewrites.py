@@ -182,16 +182,13 @@ def test_compiled_array_step_same_with_rewrites_on_and_off(backend):
 
 
 def test_backend_defaults_and_forcing():
-    # Numba and JAX build the fused step (rewrites on); the C VM the reference.
-    assert rewrites.enabled("numba") and rewrites.enabled("jax")
-    assert not rewrites.enabled("cvm") and not rewrites.enabled(backends.Backend.CVM)
+    assert rewrites.enabled("numba") and rewrites.enabled("cvm")
+    assert not rewrites.enabled("jax") and not rewrites.enabled(backends.Backend.JAX)
     tags = lambda mode: set(mode.provided_optimizer.include)
     assert rewrites.TAG in tags(backends.mode_for("numba"))
-    # JAX's mode never splits components (XLA fuses small arrays itself).
     assert rewrites.TAG not in tags(backends.mode_for("jax"))
-    assert rewrites.TAG not in tags(backends.mode_for("cvm"))
     with rewrites.switched(True):
-        assert rewrites.enabled("cvm") and rewrites.TAG in tags(backends.mode_for("cvm"))
+        assert rewrites.enabled("jax") and rewrites.TAG in tags(backends.mode_for("jax"))
         with rewrites.for_backend("numba"):
             assert rewrites.TAG in tags(backends.loop_mode())
     with rewrites.switched(False):
