@@ -100,7 +100,9 @@ class Stage:
     tuples of them) that the Op carries and passes to the functions after
     the arrays. vjp_reads_outputs: the pullback also receives the forward
     outputs (the JAX one ignores them). depends: further modules whose
-    source is part of the Numba cache key."""
+    source is part of the Numba cache key. home: the module that declares
+    the stage, imported to find its Op classes when a graph is unpickled
+    (default: the Numba kernel's module)."""
 
     name: str
     inputs: tuple
@@ -112,6 +114,7 @@ class Stage:
     version: int = 0
     vjp_reads_outputs: bool = False
     depends: tuple = ()
+    home: str | None = None      # the module declaring the stage (default: the kernel's)
 
     def __post_init__(self):
         names = [i.name for i in self.inputs]
@@ -142,7 +145,7 @@ class Stage:
 
     @property
     def module(self) -> str:     # where pickle finds the stage's Op classes again
-        return _py(self.numba_forward).__module__
+        return self.home or _py(self.numba_forward).__module__
 
     def source_hash(self) -> str:
         """A hash of the source files defining the Numba functions (and

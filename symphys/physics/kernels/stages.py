@@ -40,7 +40,7 @@ ROWS = Stage(
     jax_forward=rows_jax.rows,
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.contacts_numba",
              "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout"),
-    version=1)
+    version=1, home=__name__)
 
 SOLVE = Stage(
     "Solve",
@@ -49,7 +49,7 @@ SOLVE = Stage(
     numba_forward=solve_numba.solve, numba_vjp=solve_numba_grad.solve_vjp,
     jax_forward=solve_jax.solve, params=("iterations",),
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
-    version=1)
+    version=1, home=__name__)
 
 INTEGRATE = Stage(
     "Integrate",
@@ -59,7 +59,7 @@ INTEGRATE = Stage(
     numba_forward=solve_numba.integrate, numba_vjp=solve_numba_grad.integrate_vjp,
     jax_forward=solve_jax.integrate, params=("renormalise",),
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
-    version=1)
+    version=1, home=__name__)
 
 Rows, RowsGrad = stage_ops(ROWS)
 Solve, SolveGrad = stage_ops(SOLVE)
