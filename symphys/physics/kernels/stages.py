@@ -17,10 +17,22 @@ from dataclasses import fields
 
 import pytensor.tensor as pt
 
-from symphys.physics.kernels import rows_jax, rows_numba, solve_jax, solve_numba
-from symphys.physics.kernels import rows_numba_grad, solve_numba_grad
+import importlib
+
+from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, solve_numba_grad
 from symphys.physics.kernels.layout import ROW, Option, StepLayout
 from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
+
+def _jax(module: str, name: str):
+    """The JAX kernel `module.name`, imported when first called (JAX is an
+    optional dependency: a Numba user never imports it)."""
+    def forward(*args):
+        kernels = importlib.import_module(f"symphys.physics.kernels.{module}")
+        return getattr(kernels, name)(*args)
+
+    forward.__name__ = name
+    return forward
+
 
 _TABLES = tuple(In(f.name, 1 if f.name in ("articulated", "options") else 2,
                    "float64" if f.name in ("joint_consts", "motor_consts", "articulated",
@@ -37,7 +49,7 @@ ROWS = Stage(
              Out("rows", (_WORLDS, ("rows", 0), ROW.width)),
              Out("tau", (_WORLDS, _BODIES))),
     numba_forward=rows_numba.rows, numba_vjp=rows_numba_grad.rows_vjp,
-    jax_forward=rows_jax.rows,
+    jax_forward=_jax("rows_jax", "rows"),
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.contacts_numba",
              "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout"),
     version=1, home=__name__)
@@ -47,7 +59,7 @@ SOLVE = Stage(
     inputs=(In("v_free", 3), In("rows", 3), In("rows_table", 2, "int64")),
     outputs=(Out("v", (("v_free", 0), ("v_free", 1), 6)),),
     numba_forward=solve_numba.solve, numba_vjp=solve_numba_grad.solve_vjp,
-    jax_forward=solve_jax.solve, params=("iterations",),
+    jax_forward=_jax("solve_jax", "solve"), params=("iterations",),
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
     version=1, home=__name__)
 
@@ -57,7 +69,7 @@ INTEGRATE = Stage(
             In("options", 1, grad="disconnected")),
     outputs=(Out("next_state", (("state", 0), ("state", 1), 18)),),
     numba_forward=solve_numba.integrate, numba_vjp=solve_numba_grad.integrate_vjp,
-    jax_forward=solve_jax.integrate, params=("renormalise",),
+    jax_forward=_jax("solve_jax", "integrate"), params=("renormalise",),
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
     version=1, home=__name__)
 
