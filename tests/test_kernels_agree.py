@@ -32,7 +32,6 @@ from hypothesis import strategies as st
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp  # noqa: E402
 
 from kernel_padding import (NAMES, generator_sizes, numeric_inputs, pad,  # noqa: E402
                             scene_sizes, trim_items)

@@ -20,12 +20,12 @@ from symphys.model import State, zero_template
 from symphys.physics.kernels.layout import BODY, JOINT, MOTOR, WORLD, Packing
 
 
-def _columns(parts: dict, packing: Packing, count: int | None) -> list:
-    """Per-column tensors of `packing`, each (Bp, count) (or (Bp,) when
-    count is None), zeros for a missing part."""
+def _columns(model, packing: Packing) -> list:
+    """The columns of `packing` read from the model dataclass's fields of
+    the same names, one tensor per column; zeros for a field that is None."""
     cols = []
     for name in packing.names:
-        value = parts.get(name)
+        value = getattr(model, name)
         size = packing.sizes[name]
         comps = [0.0] * size if value is None else (list(value) if size > 1 else [value])
         cols += [pt.as_tensor_variable(c).astype("float64") for c in comps]
@@ -46,34 +46,15 @@ def _stack(cols: list, row_ndim: int):
 
 def pack_inputs(bodies, world, frames=None, motors=None, n_joints: int = 0,
                 n_motors: int = 0):
-    """(body, world, joint, motor) packed parameter arrays."""
-    body = _stack(_columns({
-        "inv_mass": bodies.inv_mass, "inv_inertia": bodies.inv_inertia,
-        "inertia": bodies.inertia, "radius": bodies.radius, "half_size": bodies.half_size,
-        "half_length": bodies.half_length, "friction": bodies.friction,
-        "restitution": bodies.restitution, "rolling_friction": bodies.rolling_friction},
-        BODY, None), 2)
-    world_cols = _columns({
-        "gravity": world.gravity, "ground_height": world.ground_height,
-        "ground_friction": world.ground_friction,
-        "ground_restitution": world.ground_restitution,
-        "ground_rolling_friction": world.ground_rolling_friction,
-        "constraint_frequency": world.constraint_frequency,
-        "constraint_damping": world.constraint_damping,
-        "velocity_damping": world.velocity_damping}, WORLD, None)
-    world_arr = _stack(world_cols, 1)
-    if frames is not None:
-        joint = _stack(_columns({"anchor_a": frames.anchor_a, "anchor_b": frames.anchor_b,
-                                 "frame_a": frames.frame_a, "frame_b": frames.frame_b,
-                                 "viscous": frames.viscous, "dry": frames.dry}, JOINT, None),
-                       2)
-    else:
-        joint = pt.zeros((1, n_joints, JOINT.width))
-    if motors is not None:
-        motor = _stack(_columns({"gain": motors.gain, "max_velocity": motors.max_velocity,
-                                 "max_torque": motors.max_torque}, MOTOR, None), 2)
-    else:
-        motor = pt.zeros((1, n_motors, MOTOR.width))
+    """(body, world, joint, motor) packed parameter arrays: `BodyArrays`,
+    `WorldArrays`, `JointFrames` and `MotorArrays` fields under the names
+    of `BODY`, `WORLD`, `JOINT` and `MOTOR`."""
+    body = _stack(_columns(bodies, BODY), 2)
+    world_arr = _stack(_columns(world, WORLD), 1)
+    joint = (_stack(_columns(frames, JOINT), 2) if frames is not None
+             else pt.zeros((1, n_joints, JOINT.width)))
+    motor = (_stack(_columns(motors, MOTOR), 2) if motors is not None
+             else pt.zeros((1, n_motors, MOTOR.width)))
     return body, world_arr, joint, motor
 
 

@@ -51,7 +51,9 @@ ROWS = Stage(
     numba_forward=rows_numba.rows, numba_vjp=rows_numba_grad.rows_vjp,
     jax_forward=_jax("rows_jax", "rows"),
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.contacts_numba",
-             "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout"),
+             "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout",
+             "symphys.physics.kernels.geometry_numba_grad",
+             "symphys.physics.kernels.solve_numba_grad"),
     version=1, home=__name__)
 
 SOLVE = Stage(
