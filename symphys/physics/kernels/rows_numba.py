@@ -19,6 +19,7 @@ from symphys.physics.kernels.joints_numba import (angular_row, axis_row, coordin
                                                   joint_pose, point_row)
 from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOTOR_CODES, ROW,
                                             STATE, WORLD, Item, Option)
+from symphys.physics.kernels.solve_numba import apply_impulse
 from symphys.scene import JointType, MotorMode
 
 jit = vn.jit
@@ -303,12 +304,7 @@ def torque_impulses(s, joint, motor, action, torques, motor_consts, options, bod
         _, command, most, _ = _motor_row(s, joint, motor, action, torques[q], motor_consts, dt,
                                          body, inv_i, row)
         impulse = vn.clip(command * dt, -most, most)
-        a, b = torques[q, I_A], torques[q, I_B]
-        for k in range(6):
-            vel[a, k] += row[DIR_A + k] * impulse
-        if b >= 0:
-            for k in range(6):
-                vel[b, k] += row[DIR_B + k] * impulse
+        apply_impulse(row, vel, torques[q, I_A], torques[q, I_B], impulse)
 
 
 @jit
