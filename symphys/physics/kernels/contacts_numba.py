@@ -48,25 +48,31 @@ def _round_pair(nearest_a, xa, xb, r_a, r_b):
 
 
 @jit
-def _sphere_box(xa, r, xb, rot, h):
+def sphere_box_local(xa, r, xb, rot, h):
+    """The sphere's centre in the box's frame and what the contact reads
+    from it: (d = xa - xb, local = R^T d, local less its clamp into the box,
+    that difference's norm, the face of least penetration (0, 1, 2), the
+    signs of local, the normal in box coordinates, the gap)."""
     d = vn.sub(xa, xb)
     local = vn.matTvec(rot, d)
     clamped = (vn.clip(local[0], -h[0], h[0]), vn.clip(local[1], -h[1], h[1]),
                vn.clip(local[2], -h[2], h[2]))
-    n_out, dist = vn.normalize(vn.sub(local, clamped))
+    diff = vn.sub(local, clamped)
+    n_out, dist = vn.normalize(diff)
     pen = (h[0] - abs(local[0]), h[1] - abs(local[1]), h[2] - abs(local[2]))
-    on_x = pen[0] <= pen[1] and pen[0] <= pen[2]
-    on_y = (not on_x) and pen[1] <= pen[2]
-    on_z = (not on_x) and (not on_y)
+    face = 0 if pen[0] <= pen[1] and pen[0] <= pen[2] else (1 if pen[1] <= pen[2] else 2)
     sgn = (1.0 if local[0] >= 0 else -1.0, 1.0 if local[1] >= 0 else -1.0,
            1.0 if local[2] >= 0 else -1.0)
     if dist > 1e-9:
-        n_local = n_out
-        gap = dist - r
-    else:
-        n_local = (sgn[0] if on_x else 0.0, sgn[1] if on_y else 0.0, sgn[2] if on_z else 0.0)
-        depth = pen[0] if on_x else (pen[1] if on_y else pen[2])
-        gap = -depth - r
+        return d, local, diff, dist, face, sgn, n_out, dist - r
+    n_local = (sgn[0] if face == 0 else 0.0, sgn[1] if face == 1 else 0.0,
+               sgn[2] if face == 2 else 0.0)
+    return d, local, diff, dist, face, sgn, n_local, -pen[face] - r
+
+
+@jit
+def _sphere_box(xa, r, xb, rot, h):
+    n_local, gap = sphere_box_local(xa, r, xb, rot, h)[6:]
     n = vn.matvec(rot, n_local)
     rb = vn.sub(vn.sub(xa, vn.scale(n, r + gap)), xb)
     return gap, n, vn.scale(n, -r), rb

@@ -223,25 +223,7 @@ def _round_pair_vjp(nearest_a, xb, r_a, r_b, g_gap, g_n, g_ra, g_rb):
 def _sphere_box_vjp(xa, r, xb, rot, h, g_gap, g_n, g_ra, g_rb):
     """(g_xa, g_xb, g_rot, g_h, g_r) of `contacts_numba._sphere_box`; g_rot
     as a 9-tuple."""
-    d = vn.sub(xa, xb)
-    local = vn.matTvec(rot, d)
-    clamped = (vn.clip(local[0], -h[0], h[0]), vn.clip(local[1], -h[1], h[1]),
-               vn.clip(local[2], -h[2], h[2]))
-    diff = vn.sub(local, clamped)
-    n_out, dist = vn.normalize(diff)
-    pen = (h[0] - abs(local[0]), h[1] - abs(local[1]), h[2] - abs(local[2]))
-    on_x = pen[0] <= pen[1] and pen[0] <= pen[2]
-    on_y = (not on_x) and pen[1] <= pen[2]
-    on_z = (not on_x) and (not on_y)
-    sgn = (1.0 if local[0] >= 0 else -1.0, 1.0 if local[1] >= 0 else -1.0,
-           1.0 if local[2] >= 0 else -1.0)
-    if dist > 1e-9:
-        n_local = n_out
-        gap = dist - r
-    else:
-        n_local = (sgn[0] if on_x else 0.0, sgn[1] if on_y else 0.0, sgn[2] if on_z else 0.0)
-        depth = pen[0] if on_x else (pen[1] if on_y else pen[2])
-        gap = -depth - r
+    d, local, diff, dist, face, sgn, n_local, gap = cn.sphere_box_local(xa, r, xb, rot, h)
     n = vn.matvec(rot, n_local)
     # ra = -r n, rb = xa - (r + gap) n - xb
     g_nn = vn.sub(vn.scale(g_ra, -r), vn.scale(g_rb, r + gap))
@@ -266,10 +248,10 @@ def _sphere_box_vjp(xa, r, xb, rot, h, g_gap, g_n, g_ra, g_rb):
         g_h = (hi0 - lo0, hi1 - lo1, hi2 - lo2)
     else:
         g_depth = -g_gt
-        if on_x:
+        if face == 0:
             g_h = (g_depth, 0.0, 0.0)
             g_local = (-g_depth * sgn[0], 0.0, 0.0)
-        elif on_y:
+        elif face == 1:
             g_h = (0.0, g_depth, 0.0)
             g_local = (0.0, -g_depth * sgn[1], 0.0)
         else:
