@@ -18,7 +18,7 @@ from symphys.backends import Backend, Compiled, as_backend, compile, static_batc
 from symphys.function_cache import LossKey, cached
 from symphys.function_store import loss_text
 from symphys.params import check_names, parameter_shapes, resolve_values
-from symphys.rollout import Trajectory, rollout_states, trajectory_from_components
+from symphys.rollout import Trajectory, rollout_states, trajectory_from_states
 from symphys.scene import Scene
 from symphys.timeloop import LoopOptions
 
@@ -69,9 +69,9 @@ def resolve_action(scene: Scene, action, batch: int | None):
 def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
                       backend="numba", batch: int | None = None,
                       action_batched: bool = False) -> Compiled:
-    """Compiled f(n_steps, *parameters[, action]) -> 18 state-component
-    sequences; `action` (motor commands, (M,) or (B, M)) is an input only
-    when the scene has motors.
+    """Compiled f(n_steps, *parameters[, action]) -> [the packed states
+    (steps + 1, B, N, 18)] (`rollout.rollout_states`); `action` (motor
+    commands, (M,) or (B, M)) is an input only when the scene has motors.
 
     On numba and cvm the step count is an input, so one compiled function
     serves every `steps`; JAX needs it fixed at trace time."""
@@ -85,9 +85,9 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
         sym = _inputs(scene, set(batched), size)
         action = _action_input(scene, action_batched, size)
         n_steps = pt.scalar("n_steps", dtype="int64")
-        comps, _ = rollout_states(scene, n_steps if fixed is None else fixed, sym, action)
+        states, _ = rollout_states(scene, n_steps if fixed is None else fixed, sym, action)
         extra = [] if action is None else [action]
-        return compile([n_steps, *sym.values(), *extra], comps, backend)
+        return compile([n_steps, *sym.values(), *extra], [states], backend)
 
     def described():
         return ("simulate", scene.structure_key(), sorted(batched), backend.value, fixed,
@@ -110,8 +110,8 @@ def simulate(scene: Scene, steps: int, params: dict | None = None,
     fn = simulate_function(scene, steps, batched, backend, batch=batch,
                            action_batched=action_batched)
     extra = [] if action is None else [action]
-    comps = fn(np.int64(steps), *values.values(), *extra)
-    return trajectory_from_components(scene, comps, steps, batch is not None, lib=np)
+    states, = fn(np.int64(steps), *values.values(), *extra)
+    return trajectory_from_states(scene, states, batch is not None, lib=np)
 
 
 def _check_steps(steps) -> int:
@@ -144,9 +144,9 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
     def build():
         sym = _inputs(scene, set(batched), size)
         action = _action_input(scene, action_batched, size)
-        comps, _ = rollout_states(scene, steps, sym, action, options=options)
-        traj = trajectory_from_components(scene, comps, steps, bool(batched or action_batched),
-                                          stride=options.stride)
+        states, _ = rollout_states(scene, steps, sym, action, options=options)
+        traj = trajectory_from_states(scene, states, bool(batched or action_batched),
+                                      stride=options.stride)
         value = pt.as_tensor_variable(loss(traj))
         if value.ndim != int(per_world):
             from symphys.errors import ParameterError
@@ -184,9 +184,8 @@ def value_function(scene: Scene, steps: int, loss: Callable, batched: Iterable[s
 
     def build():
         sym = _inputs(scene, set(batched), size)
-        comps, _ = rollout_states(scene, steps, sym, options=options)
-        traj = trajectory_from_components(scene, comps, steps, bool(batched),
-                                          stride=options.stride)
+        states, _ = rollout_states(scene, steps, sym, options=options)
+        traj = trajectory_from_states(scene, states, bool(batched), stride=options.stride)
         return compile(list(sym.values()), pt.as_tensor_variable(loss(traj)), backend)
 
     def described():

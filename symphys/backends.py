@@ -119,7 +119,9 @@ def loop_mode() -> Mode:
 def _base_mode(backend: "str | Backend") -> Mode:
     backend = as_backend(backend)
     if backend is Backend.NUMBA:
-        return get_mode("NUMBA")
+        from symphys.compiled_loops import numba_mode
+
+        return numba_mode(get_mode("NUMBA"))
     if backend is Backend.JAX:
         jax_with_float64()
         return get_mode("JAX")

@@ -747,10 +747,9 @@ if __name__ == "__main__":
 
 # -- command line -------------------------------------------------------------
 
-SIMULATE_OUTPUT_NAMES = tuple(
-    [f"position.{c}" for c in "xyz"]
-    + [f"rotation.{r}{c}" for r in "xyz" for c in "xyz"]
-    + [f"velocity.{c}" for c in "xyz"] + [f"angular_velocity.{c}" for c in "xyz"])
+# The simulate function's one output: (steps + 1, B, bodies, 18), the last
+# axis position xyz, rotation (row-major), velocity xyz, angular velocity xyz.
+SIMULATE_OUTPUT_NAMES = ("states",)
 
 
 def final_position_loss(traj):
@@ -818,7 +817,9 @@ def cli_main(args) -> int:
         fn = simulate_function(scene, steps, batched, args.backend, batch=batch)
         example = [np.int64(steps), *values.values(), *extra]
         names = list(SIMULATE_OUTPUT_NAMES)
-        meta.update(function="simulate", outputs="(steps + 1, B, bodies) per component")
+        meta.update(function="simulate",
+                    outputs="states (steps + 1, B, bodies, 18): position xyz, rotation "
+                            "row-major, velocity xyz, angular velocity xyz")
     path = export(fn, args.out, scene=scene, example_inputs=example, output_names=names,
                   description=args.description, metadata=meta)
     manifest = read_manifest(path)

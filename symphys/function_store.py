@@ -50,8 +50,8 @@ def source_digest() -> str:
 
 
 def loss_text(scene, loss, batched: bool, stride: int = 1, extra=()) -> str | None:
-    """A print of `loss` applied to a stand-in trajectory (18 symbolic
-    component sequences (T, B, N)) and the symbolic `extra` arguments, the
+    """A print of `loss` applied to a stand-in trajectory (symbolic packed
+    states (T, B, N, 18)) and the symbolic `extra` arguments, the
     same in every process for the same loss; None when the loss reaches
     other symbolic values (shared variables, other inputs: not storable) or
     fails on the stand-in (the real build reports the error)."""
@@ -59,20 +59,19 @@ def loss_text(scene, loss, batched: bool, stride: int = 1, extra=()) -> str | No
     from pytensor.graph.basic import Constant
     from pytensor.graph.traversal import graph_inputs
 
-    from symphys.rollout import STATE_SIZE, trajectory_from_components
+    from symphys.model import STATE_SIZE
+    from symphys.rollout import trajectory_from_states
 
     n = len(scene.bodies)
-    comps = [pt.tensor(f"component{i}", dtype="float64", shape=(None, None, n))
-             for i in range(STATE_SIZE)]
+    states = pt.tensor("states", dtype="float64", shape=(None, None, n, STATE_SIZE))
     try:
-        out = loss(trajectory_from_components(scene, comps, None, batched, stride=stride),
-                   *extra)
+        out = loss(trajectory_from_states(scene, states, batched, stride=stride), *extra)
         # An aux function may give several outputs.
         values = [pt.as_tensor_variable(v)
                   for v in (out if isinstance(out, (list, tuple)) else [out])]
     except Exception:     # noqa: BLE001 - the real build raises it where it belongs
         return None
-    own = set(comps) | set(extra)
+    own = {states} | set(extra)
     if any(v not in own for v in graph_inputs(values) if not isinstance(v, Constant)):
         return None
     return compile_cache.graph_text(values)

@@ -61,8 +61,9 @@ from pytensor.tensor.subtensor import Subtensor, indices_from_subtensor
 
 # Axes up to this static length are split into components.
 SMALL = 4
-# Part of the on-disk graph cache key: bump when a rewrite changes.
-VERSION = 1
+# Part of the on-disk graph cache key: bump when a rewrite (symphys.rewrites,
+# symphys.compiled_loops) changes.
+VERSION = 2
 
 _FORCED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("symphys_rewrites",
                                                                        default=None)

@@ -139,15 +139,16 @@ def kernel_layout(scene: Scene):
 def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
                    controller=None, controller_params: dict | None = None, task=None,
                    options: LoopOptions = LoopOptions()):
-    """(list of 18 state-component sequences (steps+1, B, N), batched names).
+    """(states (steps+1, B, N, 18), batched names).
 
-    Components follow `State.flat()`: position xyz, rotation (9, row-major),
-    velocity xyz, angular velocity xyz; entry 0 is the initial state.
+    The last axis is the packed state (`physics.kernels.layout.STATE`):
+    position xyz, rotation (9, row-major), velocity xyz, angular velocity
+    xyz; entry 0 is the initial state.
     action: motor commands held for the whole rollout, (M,) or (B, M); or
     controller (`symphys.nn`) with its parameters {name: tensor}, reading the
     scene's sensors each step (task: (B, n_targets) target inputs).
     options: gradient decay / truncation of the reverse pass; with
-    `options.checkpoint` = K the sequences hold every K-th state only
+    `options.checkpoint` = K the states are every K-th one only
     (steps / K + 1 entries).
     """
     if options.checkpoint and isinstance(steps, (int, np.integer)) \
@@ -178,47 +179,45 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
         elif motors is not None:
             action = motor_action(scene, action, state0.position.x)
         layout = kernel_layout(scene)
+        packed0 = pack_state(state0)
         if layout is None:
             leaves = model_leaves(bodies, world) + articulation_leaves(
                 frames, motors, action if policy is None else None) + policy_leaves
             seqs = time_loop(scene, state0.flat() + extra_state, leaves, steps, policy,
                              options)[:STATE_SIZE]
+            seq = pt.stack(seqs, axis=-1)
         else:
-            packed0 = pack_state(state0)
             leaves = list(pack_inputs(bodies, world, frames, motors, len(scene.joints),
                                       len(scene.motors)))
             if policy is None:
                 leaves.append(action if motors is not None
                               else pt.zeros((packed0.shape[0], 0)))
-            seqs = time_loop(scene, [packed0] + extra_state, leaves + policy_leaves, steps,
-                             policy, options, layout=layout)
-            seqs = [seqs[0][..., k] for k in range(STATE_SIZE)]
-        full = [pt.concatenate([c0[None], s], axis=0)
-                for c0, s in zip(state0.flat(), seqs)]
-    assert len(full) == STATE_SIZE
-    return full, batched
+            seq = time_loop(scene, [packed0] + extra_state, leaves + policy_leaves, steps,
+                            policy, options, layout=layout)[0]
+        states = pt.concatenate([packed0[None], seq], axis=0)
+    return states, batched
 
 
-def trajectory_from_components(scene: Scene, comps, steps, batched: bool,
-                               lib=pt, stride: int = 1) -> Trajectory:
-    """Assemble per-body fields from the 18 (T+1, B, N) component sequences
-    (`stride` steps apart: a checkpointed rollout keeps every K-th state).
+def trajectory_from_states(scene: Scene, states, batched: bool, lib=pt,
+                           stride: int = 1) -> Trajectory:
+    """Per-body fields of packed states (T+1, B, N, 18) (`stride` steps
+    apart: a checkpointed rollout keeps every K-th state).
 
     lib is `pytensor.tensor` for symbolic trajectories or `numpy`."""
-    def per_body(parts, i, shape):
-        stacked = lib.stack([c[:, :, i] for c in parts], axis=-1)   # (T+1, B, k)
-        stacked = stacked.reshape((stacked.shape[0], stacked.shape[1]) + shape)
-        stacked = lib.moveaxis(stacked, 1, 0)                        # (B, T+1, ...)
-        return stacked if batched else stacked[0]
+    def field(i, columns, shape):
+        x = states[:, :, i, columns] if batched else states[:, 0, i, columns]
+        if shape != (3,):
+            lead = (x.shape[0], x.shape[1]) if batched else (x.shape[0],)
+            x = x.reshape(lead + shape)
+        return lib.moveaxis(x, 1, 0) if batched else x
 
-    names = scene.body_names
-    pos, rot, vel, ang = comps[0:3], comps[3:12], comps[12:15], comps[15:18]
+    def fields(columns, shape):
+        return {n: field(i, columns, shape) for i, n in enumerate(scene.body_names)}
+
     return Trajectory(
-        time=lib.arange(comps[0].shape[0]) * (scene.dt * stride),
-        position={n: per_body(pos, i, (3,)) for i, n in enumerate(names)},
-        rotation={n: per_body(rot, i, (3, 3)) for i, n in enumerate(names)},
-        velocity={n: per_body(vel, i, (3,)) for i, n in enumerate(names)},
-        angular_velocity={n: per_body(ang, i, (3,)) for i, n in enumerate(names)},
+        time=lib.arange(states.shape[0]) * (scene.dt * stride),
+        position=fields(slice(0, 3), (3,)), rotation=fields(slice(3, 12), (3, 3)),
+        velocity=fields(slice(12, 15), (3,)), angular_velocity=fields(slice(15, 18), (3,)),
         batched=batched)
 
 
@@ -231,11 +230,11 @@ def rollout(scene: Scene, steps, params: dict | None = None, action=None, contro
     scene's defaults. A value with a leading batch axis makes a batched
     rollout (all batched values share B).
     """
-    comps, batched = rollout_states(scene, steps, params, action, controller,
-                                    controller_params, task, options)
+    states, batched = rollout_states(scene, steps, params, action, controller,
+                                     controller_params, task, options)
     per_world = any(x is not None and pt.as_tensor_variable(x).ndim == 2
                     for x in (action, task)) or (
         controller is not None and bool(_batched_controller_columns(controller,
                                                                     controller_params)))
-    return trajectory_from_components(scene, comps, steps, bool(batched) or per_world,
-                                      stride=options.stride)
+    return trajectory_from_states(scene, states, bool(batched) or per_world,
+                                  stride=options.stride)

@@ -87,7 +87,7 @@ def test_manifest_describes_the_function(exported, scene):
     assert position.shape == (3,) and position.dtype == "float64"
     assert [s.name for s in m.outputs] == list(SIMULATE_OUTPUT_NAMES)
     # numba takes any step count (the time axis is open); jax was traced for STEPS
-    want = (None, 1, 1) if exported.backend == "numba" else (STEPS + 1, 1, 1)
+    want = (None, 1, 1, 18) if exported.backend == "numba" else (STEPS + 1, 1, 1, 18)
     assert all(s.shape == want for s in m.outputs)
     assert {"symphys", "pytensor", "numpy", "python"} <= set(m.versions)
     assert m.versions["pytensor"] == __import__("pytensor").__version__
@@ -136,9 +136,9 @@ def test_jax_artifact_runs_without_symphys(jax_export, tmp_path):
 
 def test_numba_function_keeps_any_step_count(numba_export):
     f = sp.load_compiled(numba_export.path)
-    comps = f(np.int64(STEPS + 5), *numba_export.inputs[1:])
-    assert comps[0].shape == (STEPS + 6, 1, 1)
-    _assert_identical([c[:STEPS + 1] for c in comps], numba_export.outputs)
+    states, = f(np.int64(STEPS + 5), *numba_export.inputs[1:])
+    assert states.shape == (STEPS + 6, 1, 1, 18)
+    _assert_identical([states[:STEPS + 1]], numba_export.outputs)
 
 
 def test_version_mismatch_is_a_clear_error(numba_export, tmp_path):

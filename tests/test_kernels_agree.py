@@ -185,6 +185,9 @@ def compare_op_by_op(case: Case):
 
 WORST: dict = {}
 RAN = {"examples": 0, "seconds": 0.0}
+# each Numba kernel's specialisations before the first generated scene (other
+# tests in the same process may have compiled some with other array layouts)
+SIGNATURES_BEFORE: dict = {}
 # Examples where the compiled JAX step took the other side of a kink than
 # Numba: XLA's compiled arithmetic rounds differently from op-by-op
 # evaluation, and at an exact tie (a resting contact whose impulse is 0.0,
@@ -255,6 +258,8 @@ def test_padding_is_inert(index):
 @given(scene=scenes(max_bodies=MAX_BODIES), seed=st.integers(0, 2 ** 32 - 1))
 def test_numba_pullbacks_match_jax_autodiff(scene, seed):
     start = time.perf_counter()
+    if not SIGNATURES_BEFORE:
+        SIGNATURES_BEFORE.update({f: set(f.signatures) for f in NUMBA_FUNCTIONS})
     _check(Case(scene, seed), f"{scene_features(scene)} seed={seed}")
     RAN["examples"] += 1
     RAN["seconds"] += time.perf_counter() - start
@@ -262,14 +267,15 @@ def test_numba_pullbacks_match_jax_autodiff(scene, seed):
 
 def test_one_compiled_kernel_per_backend():
     """After every scene: one JAX executable for the value and one for the
-    VJP at the padded sizes, and no Numba kernel compiled a second
-    specialisation."""
+    VJP at the padded sizes, and the generated scenes made each Numba kernel
+    compile at most one specialisation of its own."""
     if RAN["examples"] == 0:
         pytest.skip("the hypothesis test did not run")
     assert jax_step._cache_size() == 1
     assert jax_step_vjp._cache_size() == 1
     assert len(FLIPS) <= MOST_FLIPS * RAN["examples"], FLIPS
     for f in NUMBA_FUNCTIONS:
-        assert len(f.signatures) == 1, (f, f.signatures)
+        new = set(f.signatures) - SIGNATURES_BEFORE[f]
+        assert len(new) <= 1, (f, new)
     print(f"\n{RAN['examples']} examples in {RAN['seconds']:.1f} s; worst: "
           + ", ".join(f"{k} {e:.2e}" for k, (e, _) in WORST.items()))

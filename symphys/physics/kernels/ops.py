@@ -59,6 +59,8 @@ from pytensor.graph.op import Op
 from pytensor.tensor.exceptions import ShapeError
 from pytensor.tensor.type import TensorType
 
+from symphys.physics.kernels import entry_numba
+
 GRADS = ("vjp", "zero", "disconnected")
 
 
@@ -151,7 +153,7 @@ class Stage:
         """A hash of the source files defining the Numba functions (and
         `depends`), for the cache key."""
         h = hashlib.sha256()
-        files = {__file__} | {inspect.getsourcefile(_py(f))
+        files = {__file__, inspect.getsourcefile(entry_numba)} | {inspect.getsourcefile(_py(f))
                               for f in (self.numba_forward, self.numba_vjp)}
         files |= {inspect.getsourcefile(importlib.import_module(m)) for m in self.depends}
         for path in sorted(f for f in files if f):
@@ -330,51 +332,62 @@ def _rebuild(module: str, name: str, is_grad: bool, params: dict):
     return (grad if is_grad else fwd)(**params)
 
 
+def stage_named(module: str, name: str) -> Stage:
+    """The stage `name` declared in `module` (imported if need be)."""
+    importlib.import_module(module)
+    return _REGISTRY[(module, name)][0]
+
+
+def stage_cache_key(stage: Stage) -> str:
+    """What a stage's compiled Numba code depends on: its name, version and
+    the source of its kernels (not the params, which the entries take at
+    run time)."""
+    return f"symphys_{stage.module}.{stage.name}_v{stage.version}_{stage.source_hash()}"
+
+
 # -- Numba -------------------------------------------------------------------------
-def _numba_single(x):
-    """x[0] for a tuple, else x (Numba resolves which at compile time)."""
-    return x[0] if isinstance(x, tuple) else x
-
-
 def _install_numba():
-    from numba.core import types
-    from numba.extending import overload
     from pytensor.link.numba.dispatch.basic import (default_hash_key_from_props,
                                                     numba_njit,
                                                     register_funcify_and_cache_key)
     from pytensor.link.numba.cache import compile_numba_function_src
 
-    @overload(_numba_single)
-    def _ol_single(x):
-        if isinstance(x, types.BaseTuple):
-            return lambda x: x[0]
-        return lambda x: x
-
-    def wrapper(op, node, kernel):
-        """njit f(*arrays) calling kernel(*arrays, *params): one array for one
-        output (what PyTensor's generated code expects), else the tuple."""
-        args = [f"a{k}" for k in range(len(node.inputs))]
-        call = f"kernel({', '.join(args + [repr(v) for v in op.param_values])})"
-        body = f"_numba_single({call})" if len(node.outputs) == 1 else call
-        name = f"{op.stage.name.lower()}_{'vjp' if op.is_grad else 'forward'}"
-        src = f"def {name}({', '.join(args)}):\n    return {body}\n"
-        fn = compile_numba_function_src(src, name, {"kernel": kernel,
-                                                    "_numba_single": _numba_single})
+    def wrapper(op, node):
+        """njit f(*arrays) -> the one result or the tuple of them: allocates the
+        results and calls the kernel's C entry (`entry_numba`)."""
+        st = op.stage
+        kinds = entry_numba.param_kinds(op, st.params, op.param_values)
+        if op.is_grad:
+            shapes = [tuple(f"c{k}.shape[{d}]" for d in range(st.inputs[k].ndim))
+                      for k in st.vjp_inputs]
+        else:
+            shapes = []
+            for o in st.outputs:
+                if any(d is None for d in o.shape):
+                    raise TypeError(f"{op}: output {o.name!r} has a size unknown until run; "
+                                    "the Numba entry allocates its outputs from the inputs")
+                shapes.append(tuple(str(d) if isinstance(d, int)
+                                    else f"c{st.input_index(d[0])}.shape[{d[1]}]"
+                                    for d in o.shape))
+        name = f"{st.name.lower()}_{'vjp' if op.is_grad else 'forward'}"
+        src = entry_numba.caller_source(st, op.is_grad, name, op.param_values, kinds, shapes)
+        fn = compile_numba_function_src(src, name, {
+            "np": np, "call_entry": entry_numba.call_entry,
+            "keep_alive": entry_numba.keep_alive})
         return numba_njit(fn)
 
     def cache_key(op) -> str:
         st = op.stage
         return default_hash_key_from_props(
-            op, stage=st.name, version=st.version,
-            source=st.source_hash(), reads_outputs=st.vjp_reads_outputs)
+            op, stage=stage_cache_key(st), reads_outputs=st.vjp_reads_outputs)
 
     @register_funcify_and_cache_key(StageOp)
     def numba_funcify_stage(op, node, **kwargs):
-        return wrapper(op, node, op.stage.numba_forward), cache_key(op)
+        return wrapper(op, node), cache_key(op)
 
     @register_funcify_and_cache_key(StageGradOp)
     def numba_funcify_stage_grad(op, node, **kwargs):
-        return wrapper(op, node, op.stage.numba_vjp), cache_key(op)
+        return wrapper(op, node), cache_key(op)
 
     return cache_key
 

@@ -1,0 +1,241 @@
+"""Stage kernels behind C entry points, called through a function pointer.
+
+Numba links a callee's code into every caller and optimises and compiles
+the linked module again, so a big kernel called from a PyTensor function
+(and from the time loop inside it) was compiled once per enclosing function:
+most of a cold compile. Here each stage kernel (forward or pullback) gets one
+C entry, a `numba.cfunc` cached on disk under the stage's Numba cache key,
+and the code PyTensor generates for a stage Op calls it through a pointer
+that the process looks up once. A kernel then compiles once per machine,
+and the functions that call it stay small.
+
+The entry's C signature is `void(ptrs, shapes, params)`, three addresses:
+
+- ptrs: intp[n] data pointers of the stage's inputs, then of its outputs
+  (C-contiguous, allocated by the caller);
+- shapes: intp[n, MAX_NDIM] their shapes (axes past an array's rank unused);
+- params: float64[max(1, p)] the stage's params, in `Stage.params` order
+  (an entry is made per stage and per kinds of its params, "i" integer or
+  "f" float: integers reach the kernel as ints).
+
+The entry wraps the arrays, runs the kernel (which returns fresh arrays)
+and copies its results into the outputs.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic, overload
+
+MAX_NDIM = 3
+_SIGNATURE = types.void(types.intp, types.intp, types.intp)
+_ENTRIES: dict = {}      # key -> numba CFunc
+
+
+@intrinsic
+def _voidptr(typingctx, address):
+    """The integer `address` as a void pointer (for `numba.carray`)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+    return types.voidptr(address), codegen
+
+
+@intrinsic
+def call_entry(typingctx, key, ptrs, shapes, params):
+    """Call the entry named by the string literal `key` with three
+    addresses. Its pointer is asked of `entry_pointer(key)` on the first
+    call and kept in a global of the calling module, so a function loaded
+    from Numba's disk cache finds it again in a new process."""
+    if not isinstance(key, types.StringLiteral):
+        return None
+    name = "_symphys_entry_" + "".join(c if c.isalnum() else "_" for c in key.literal_value)
+    asker = typingctx.resolve_value_type(entry_pointer)
+    ask = typingctx.resolve_function_type(asker, [types.unicode_type], {})
+
+    def codegen(context, builder, sig, args):
+        byte_ptr = ir.IntType(8).as_pointer()
+        slot = cgutils.add_global_variable(builder.module, byte_ptr, name)
+        slot.linkage = "private"
+        slot.initializer = byte_ptr(None)
+        slot.align = 64
+        cached = builder.load_atomic(slot, "acquire", 64)
+        pointer = cgutils.alloca_once_value(builder, cached)
+        with builder.if_then(builder.icmp_unsigned("==", cached, byte_ptr(None)),
+                             likely=False):
+            text = context.get_constant_generic(builder, types.unicode_type, key.literal_value)
+            address = context.get_function(asker, ask)(builder, [text])
+            fresh = builder.inttoptr(address, byte_ptr)
+            builder.store_atomic(fresh, slot, "release", 64)
+            builder.store(fresh, pointer)
+        intp = context.get_value_type(types.intp)
+        fnty = ir.FunctionType(ir.VoidType(), [intp, intp, intp])
+        target = builder.bitcast(builder.load(pointer), fnty.as_pointer())
+        builder.call(target, args[1:])
+        return context.get_dummy_value()
+
+    return types.none(key, ptrs, shapes, params), codegen
+
+
+def only(x):
+    """x[0] for a 1-tuple, else x: a kernel may return its one result either
+    way (Numba picks the branch when it compiles)."""
+    return x[0] if isinstance(x, tuple) else x
+
+
+@overload(only)
+def _only(x):
+    if isinstance(x, types.BaseTuple):
+        return lambda x: x[0]
+    return lambda x: x
+
+
+@numba.njit(cache=True)
+def copy_into(dst, src):
+    """dst[...] = src for two C-contiguous arrays of one size."""
+    flat = dst.reshape(dst.size)
+    flat[:] = src.reshape(src.size)
+
+
+@numba.njit(cache=True)
+def copy_scalar_into(dst, src):
+    """dst[()] = src for a 0-d dst and a scalar or 0-d src."""
+    dst.reshape(1)[0] = np.asarray(src).reshape(1)[0]
+
+
+@numba.njit(cache=True)
+def keep_alive(arrays):
+    """Nothing: a use of `arrays` after the pointer call, so that Numba
+    frees none of them before the entry has run."""
+    return len(arrays)
+
+
+# -- the entries ----------------------------------------------------------------
+def _signature(stage, is_grad: bool) -> tuple[list, list]:
+    """([(ndim, dtype)] of the kernel's array arguments, [(ndim, dtype)] of
+    its results), for the forward kernel or the pullback."""
+    ins = [(i.ndim, i.dtype) for i in stage.inputs]
+    outs = [(len(o.shape), o.dtype) for o in stage.outputs]
+    if not is_grad:
+        return ins, outs
+    args = ins + (outs if stage.vjp_reads_outputs else []) + outs
+    return args, [ins[k] for k in stage.vjp_inputs]
+
+
+def _array(k: int, ndim: int, dtype: str) -> str:
+    if ndim == 0:
+        return f"carray(_voidptr(ptrs[{k}]), (1,), np.{dtype}).reshape(())"
+    shape = ", ".join(f"shapes[{k}, {d}]" for d in range(ndim))
+    return f"carray(_voidptr(ptrs[{k}]), ({shape},), np.{dtype})"
+
+
+def param_kinds(op_name, names, values) -> str:
+    """"i" or "f" per param value (ints and bools: "i"); other values raise."""
+    kinds = ""
+    for name, v in zip(names, values):
+        if isinstance(v, (bool, int, np.integer)):
+            kinds += "i"
+        elif isinstance(v, (float, np.floating)):
+            kinds += "f"
+        else:
+            raise TypeError(f"{op_name}: param {name}={v!r}: a Numba entry takes int and "
+                            "float params only")
+    return kinds
+
+
+def entry_source(stage, is_grad: bool, kinds: str) -> str:
+    """The Python source of the entry of `stage`'s kernel (see the module
+    docstring)."""
+    args, results = _signature(stage, is_grad)
+    n = len(args) + len(results)
+    lines = ["def entry(ptrs_address, shapes_address, params_address):",
+             f"    ptrs = carray(_voidptr(ptrs_address), ({n},), np.intp)",
+             f"    shapes = carray(_voidptr(shapes_address), ({n}, {MAX_NDIM}), np.intp)",
+             f"    params = carray(_voidptr(params_address), ({max(1, len(kinds))},), "
+             "np.float64)"]
+    names = []
+    for k, (ndim, dtype) in enumerate(args):
+        lines.append(f"    a{k} = {_array(k, ndim, dtype)}")
+        names.append(f"a{k}")
+    names += [f"int(params[{p}])" if kind == "i" else f"params[{p}]"
+              for p, kind in enumerate(kinds)]
+    lines.append(f"    out = kernel({', '.join(names)})")
+    for j, (ndim, dtype) in enumerate(results):
+        result = f"out[{j}]" if len(results) > 1 else "only(out)"
+        copy = "copy_into" if ndim else "copy_scalar_into"
+        lines.append(f"    {copy}({_array(len(args) + j, ndim, dtype)}, {result})")
+    return "\n".join(lines) + "\n"
+
+
+def entry_key(stage, is_grad: bool, kinds: str) -> str:
+    return f"{stage.module}.{stage.name}.{'vjp' if is_grad else 'forward'}.{kinds or '_'}"
+
+
+def entry_address(key: str) -> int:
+    """The address of the entry `key` (an `entry_key`), compiled (or loaded
+    from Numba's disk cache) on first use in this process."""
+    entry = _ENTRIES.get(key)
+    if entry is None:
+        from pytensor.link.numba.cache import compile_numba_function_src
+
+        from symphys.physics.kernels.ops import stage_cache_key, stage_named
+
+        module, name, direction, kinds = key.rsplit(".", 3)
+        kinds = kinds.strip("_")
+        stage = stage_named(module, name)
+        is_grad = direction == "vjp"
+        kernel = stage.numba_vjp if is_grad else stage.numba_forward
+        fn = compile_numba_function_src(
+            entry_source(stage, is_grad, kinds), "entry",
+            {"kernel": kernel, "carray": numba.carray, "np": np, "_voidptr": _voidptr,
+             "copy_into": copy_into, "copy_scalar_into": copy_scalar_into, "only": only,
+             "__name__": __name__},
+            cache_key=f"{stage_cache_key(stage)}_{direction}_{kinds}_entry")
+        entry = _ENTRIES[key] = numba.cfunc(_SIGNATURE, cache=True,
+                                            error_model="numpy")(fn)
+    return entry.address
+
+
+def caller_source(stage, is_grad: bool, name: str, params: tuple, kinds: str,
+                  out_shapes: list) -> str:
+    """The source of `name(*arrays)`: the function PyTensor's Numba backend
+    calls for the stage Op, which allocates the results, gathers pointers
+    and shapes and calls the entry. out_shapes: one tuple of source
+    expressions per result (in terms of the contiguous inputs c0, c1, ...)."""
+    args, results = _signature(stage, is_grad)
+    n = len(args) + len(results)
+    lines = [f"def {name}({', '.join(f'a{k}' for k in range(len(args)))}):"]
+    lines += [f"    c{k} = np.ascontiguousarray(a{k})" for k in range(len(args))]
+    for j, (shape, (_, dtype)) in enumerate(zip(out_shapes, results)):
+        size = f"({', '.join(shape)},)" if shape else "()"
+        lines.append(f"    c{len(args) + j} = np.empty({size}, np.{dtype})")
+    lines += [f"    ptrs = np.empty({n}, np.intp)",
+              f"    shapes = np.zeros(({n}, {MAX_NDIM}), np.intp)",
+              f"    params = np.zeros({max(1, len(params))}, np.float64)"]
+    for p, (value, kind) in enumerate(zip(params, kinds)):
+        lines.append(f"    params[{p}] = {int(value) if kind == 'i' else f'float({str(float(value))!r})'}")
+    for k, (ndim, _) in enumerate(args + results):
+        lines.append(f"    ptrs[{k}] = c{k}.ctypes.data")
+        lines += [f"    shapes[{k}, {d}] = c{k}.shape[{d}]" for d in range(ndim)]
+    key = entry_key(stage, is_grad, kinds)
+    lines.append(f"    call_entry({key!r}, ptrs.ctypes.data, shapes.ctypes.data, "
+                 "params.ctypes.data)")
+    everything = ", ".join(f"c{k}" for k in range(n))
+    lines.append(f"    keep_alive(({everything}, ptrs, shapes, params))")
+    outs = [f"c{len(args) + j}" for j in range(len(results))]
+    lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
+    return "\n".join(lines) + "\n"
+
+
+@numba.njit(cache=True)
+def entry_pointer(key):
+    """The address of the entry `key`, asked of Python (`entry_address`)."""
+    with numba.objmode(address="intp"):
+        address = entry_address(key)
+    return address
