@@ -89,11 +89,10 @@ UFUNC_OPERANDS = 32
 
 
 def _elementwise(scalar_op, args) -> list:
-    """`Elemwise(scalar_op)(*args)` in nodes of at most `UFUNC_OPERANDS`
-    operands: a fused op (`Composite`) one scalar operation at a time, a sum
-    or product of many terms in groups."""
-    if len(args) + scalar_op.nout <= UFUNC_OPERANDS:
-        return Elemwise(scalar_op)(*args, return_list=True)
+    """`Elemwise(scalar_op)(*args)` as nodes NumPy runs whole: a fused op
+    (`Composite`, which the Python VM would evaluate element by element in
+    Python) one scalar operation at a time, and a sum or product of more
+    terms than a ufunc takes in groups."""
     if isinstance(scalar_op, Composite):
         value = dict(zip(scalar_op.fgraph.inputs, args))
         for inner in scalar_op.fgraph.toposort():
@@ -101,6 +100,8 @@ def _elementwise(scalar_op, args) -> list:
                           for i in inner.inputs]
             value.update(zip(inner.outputs, _elementwise(inner.op, inner_args)))
         return [value[o] for o in scalar_op.fgraph.outputs]
+    if len(args) + scalar_op.nout <= UFUNC_OPERANDS:
+        return Elemwise(scalar_op)(*args, return_list=True)
     if isinstance(scalar_op, (ps.Add, ps.Mul)):
         group = UFUNC_OPERANDS - 1
         while len(args) > group:
@@ -112,8 +113,9 @@ def _elementwise(scalar_op, args) -> list:
 
 class CompileLoops(GraphRewriter):
     """Each outermost `Scan` node becomes a `CompiledLoop`; then, in a graph
-    that had loops (it runs in the Python VM), elementwise nodes with more
-    operands than a NumPy ufunc takes are split up (`_elementwise`)."""
+    that had loops (it runs in the Python VM), fused elementwise nodes and
+    those with more operands than a NumPy ufunc takes are split up
+    (`_elementwise`)."""
 
     def add_requirements(self, fgraph):
         pass
@@ -126,8 +128,9 @@ class CompileLoops(GraphRewriter):
         if not loops:
             return
         for node in list(fgraph.toposort()):
-            if (isinstance(node.op, Elemwise)
-                    and len(node.inputs) + len(node.outputs) > UFUNC_OPERANDS):
+            if isinstance(node.op, Elemwise) and (
+                    isinstance(node.op.scalar_op, Composite)
+                    or len(node.inputs) + len(node.outputs) > UFUNC_OPERANDS):
                 new = _elementwise(node.op.scalar_op, list(node.inputs))
                 fgraph.replace_all_validate(list(zip(node.outputs, new)),
                                             reason="compile_loops")

@@ -19,7 +19,8 @@ from symphys import rewrites
 from symphys.errors import ParameterError
 from symphys.joints import build_joint_arrays
 from symphys.model import STATE_SIZE, build_model, model_leaves, zero_template
-from symphys.physics.kernels.graph import pack_inputs, pack_state
+from symphys.physics.kernels.graph import pack_state
+from symphys.physics.kernels.packing import packed_model
 from symphys.physics.kernels.layout import UnsupportedByKernels, build_layout
 from symphys.params import check_names, default_parameters, parameter_shapes
 from symphys.scene import Scene
@@ -44,6 +45,9 @@ class Trajectory:
     velocity: dict
     angular_velocity: dict
     batched: bool = False
+    # every body's packed state (`rollout_states`), (T+1, N, 18) or (B, T+1, N, 18):
+    # for losses over all bodies at once
+    states: object = None
 
 
 def split_batched(scene: Scene, params: dict) -> set[str]:
@@ -157,41 +161,51 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
                              f"checkpoint ({options.checkpoint})")
     p = full_parameters(scene, params)
     batched = split_batched(scene, p)
+    layout = kernel_layout(scene)
     with quiet_graph_building():
-        bodies, world, state0 = build_model(scene, p, batched)
-        frames, motors = build_joint_arrays(scene, p)
-        extra_leaves = list(frames.leaves()) if frames is not None else []
-        extra_leaves += motors.leaves() if motors is not None else []
+        if layout is None:
+            bodies, world, state0 = build_model(scene, p, batched)
+            frames, motors = build_joint_arrays(scene, p)
+            per_world = list(frames.leaves()) if frames is not None else []
+            per_world += motors.leaves() if motors is not None else []
+            packed0 = None
+        else:
+            body, world_arr, joint, motor, packed0 = packed_model(scene, p)
+            # Every world's state has the full batch size (the step's carry has one shape).
+            per_world = [body[:, 0], world_arr] + ([joint[:, :, 0]] if scene.joints else []) + (
+                [motor[:, :, 0]] if scene.motors else [])
         if task is not None and pt.as_tensor_variable(task).ndim == 2:
-            extra_leaves.append(pt.as_tensor_variable(task))
+            per_world.append(pt.as_tensor_variable(task))
         if controller is not None:
-            extra_leaves += _batched_controller_columns(controller, controller_params)
-        if extra_leaves:
-            # A batched anchor, motor gain or task makes every world's state batched.
-            template = zero_template([x[:, :1] for x in extra_leaves])
-            state0 = state0.__class__.from_flat([c + template for c in state0.flat()])
+            per_world += _batched_controller_columns(controller, controller_params)
+        if packed0 is not None:
+            packed0 = packed0 + zero_template([x[:, :1] for x in per_world])[:, :, None]
+            like = packed0[..., 0]
+        else:
+            if per_world:
+                # A batched anchor, motor gain or task makes every world's state batched.
+                template = zero_template([x[:, :1] for x in per_world])
+                state0 = state0.__class__.from_flat([c + template for c in state0.flat()])
+            like = state0.position.x
         policy, policy_leaves, extra_state = None, [], []
         if controller is not None:
             if action is not None:
                 raise ParameterError("give either action or controller, not both")
             policy, policy_leaves, extra_state = _policy_inputs(
-                scene, controller, controller_params, task, state0.position.x)
-        elif motors is not None:
-            action = motor_action(scene, action, state0.position.x)
-        layout = kernel_layout(scene)
-        packed0 = pack_state(state0)
+                scene, controller, controller_params, task, like)
+        elif scene.motors:
+            action = motor_action(scene, action, like)
         if layout is None:
+            packed0 = pack_state(state0)
             leaves = model_leaves(bodies, world) + articulation_leaves(
                 frames, motors, action if policy is None else None) + policy_leaves
             seqs = time_loop(scene, state0.flat() + extra_state, leaves, steps, policy,
                              options)[:STATE_SIZE]
             seq = pt.stack(seqs, axis=-1)
         else:
-            leaves = list(pack_inputs(bodies, world, frames, motors, len(scene.joints),
-                                      len(scene.motors)))
+            leaves = [body, world_arr, joint, motor]
             if policy is None:
-                leaves.append(action if motors is not None
-                              else pt.zeros((packed0.shape[0], 0)))
+                leaves.append(action if scene.motors else pt.zeros((packed0.shape[0], 0)))
             seq = time_loop(scene, [packed0] + extra_state, leaves + policy_leaves, steps,
                             policy, options, layout=layout)[0]
         states = pt.concatenate([packed0[None], seq], axis=0)
@@ -218,7 +232,7 @@ def trajectory_from_states(scene: Scene, states, batched: bool, lib=pt,
         time=lib.arange(states.shape[0]) * (scene.dt * stride),
         position=fields(slice(0, 3), (3,)), rotation=fields(slice(3, 12), (3, 3)),
         velocity=fields(slice(12, 15), (3,)), angular_velocity=fields(slice(15, 18), (3,)),
-        batched=batched)
+        batched=batched, states=lib.moveaxis(states, 1, 0) if batched else states[:, 0])
 
 
 def rollout(scene: Scene, steps, params: dict | None = None, action=None, controller=None,
