@@ -176,18 +176,20 @@ def quat_to_mat(w, x, y, z) -> Mat3:
                 s * (x * z - w * y), s * (y * z + w * x), 1 - s * (x * x + y * y))
 
 
-def quat_to_mat_array(q):
-    """NumPy twin of `quat_to_mat`: (..., 4) quaternions (w, x, y, z) ->
-    (..., 3, 3) rotation matrices, normalised the same way."""
+def quat_to_mat_array(q, lib=None):
+    """Array form of `quat_to_mat`: (..., 4) quaternions (w, x, y, z) ->
+    (..., 3, 3) rotation matrices, normalised the same way. lib: NumPy
+    (default) or `pytensor.tensor`."""
     import numpy as np
 
+    lib = np if lib is None else lib
     w, x, y, z = (q[..., i] for i in range(4))
     n2 = w * w + x * x + y * y + z * z
-    s = 2.0 / np.where(n2 > EPS, n2, 1.0)
+    s = 2.0 / lib.where(n2 > EPS, n2, 1.0)
     rows = [[1 - s * (y * y + z * z), s * (x * y - w * z), s * (x * z + w * y)],
             [s * (x * y + w * z), 1 - s * (x * x + z * z), s * (y * z - w * x)],
             [s * (x * z - w * y), s * (y * z + w * x), 1 - s * (x * x + y * y)]]
-    return np.stack([np.stack(r, axis=-1) for r in rows], axis=-2)
+    return lib.stack([lib.stack(r, axis=-1) for r in rows], axis=-2)
 
 
 def tangent_basis(n: Vec3) -> tuple[Vec3, Vec3]:

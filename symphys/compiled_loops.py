@@ -52,9 +52,17 @@ class CompiledLoop(Op):
         self._fn = None
 
     @property
+    def loop(self) -> Scan:
+        """The scan as compiled (its inner graph rewritten by Numba's
+        conversion) once the function exists, else as given."""
+        if self._fn is None:
+            return self.scan
+        return next(n.op for n in self._fn.maker.fgraph.apply_nodes if isinstance(n.op, Scan))
+
+    @property
     def fgraph(self):
         """The loop's inner graph (for code that walks a graph's loops)."""
-        return self.scan.fgraph
+        return self.loop.fgraph
 
     def make_node(self, *inputs):
         node = self.scan.make_node(*inputs)
@@ -134,6 +142,12 @@ class CompileLoops(GraphRewriter):
                 new = _elementwise(node.op.scalar_op, list(node.inputs))
                 fgraph.replace_all_validate(list(zip(node.outputs, new)),
                                             reason="compile_loops")
+
+
+def outer_loops(fgraph) -> list:
+    """The `Scan` ops of `fgraph`'s outermost loops, compiled on their own or not."""
+    return [n.op.loop if isinstance(n.op, CompiledLoop) else n.op
+            for n in fgraph.apply_nodes if isinstance(n.op, (Scan, CompiledLoop))]
 
 
 def has_compiled_loops(fgraph) -> bool:

@@ -5,9 +5,12 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.graph.basic import Constant
+from pytensor.link.vm import VM
+from pytensor.scan.op import Scan
 
 from symphys import compile_cache
 from symphys.backends import compile
+from symphys.compiled_loops import CompiledLoop
 
 
 def _graph(scale):
@@ -101,11 +104,29 @@ def _expected(x):
     return total
 
 
-@pytest.mark.parametrize("backend", ["jax", "numba"])
+def test_numba_compiles_outer_loops_on_their_own(tmp_path, monkeypatch):
+    """Numba: each outermost loop is a `CompiledLoop` (a Numba function of
+    the loop alone; the nested loop inside it), the graph around it runs in
+    the Python VM, and the graph read back from disk gives the same value."""
+    monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
+    value = np.linspace(0.1, 1.0, 3)
+    x, y = _nested_loops()
+    first = compile([x], y, backend="numba")        # stored, then read back
+    nodes = first.fn.maker.fgraph.apply_nodes
+    assert [type(n.op) for n in nodes if isinstance(n.op, (Scan, CompiledLoop))] == [
+        CompiledLoop]
+    assert isinstance(first.fn.vm, VM)
+    assert np.isclose(float(first(value)), _expected(value), rtol=1e-13)
+    x2, y2 = _nested_loops()
+    second = compile([x2], y2, backend="numba")
+    assert float(second(value)) == float(first(value))
+
+
+@pytest.mark.parametrize("backend", ["jax"])
 def test_loops_read_back_are_linked_without_rewriting_again(backend, tmp_path, monkeypatch):
-    # Numba and JAX rewrite a loop's inner graph in place as they convert
-    # it, so the stored graph holds rewritten loops: read back, they are
-    # marked and converted as they are.
+    # JAX rewrites a loop's inner graph in place as it converts it, so the
+    # stored graph holds rewritten loops: read back, they are marked and
+    # converted as they are.
     monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
     value = np.linspace(0.1, 1.0, 3)
     x, y = _nested_loops()

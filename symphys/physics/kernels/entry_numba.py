@@ -48,11 +48,14 @@ def _voidptr(typingctx, address):
 
 
 @intrinsic
-def call_entry(typingctx, key, ptrs, shapes, params):
-    """Call the entry named by the string literal `key` with three
-    addresses. Its pointer is asked of `entry_pointer(key)` on the first
-    call and kept in a global of the calling module, so a function loaded
-    from Numba's disk cache finds it again in a new process."""
+def call_entry(typingctx, key, ptrs, shapes, params, keep):
+    """Call the entry named by the string literal `key` with the data
+    addresses of the arrays `ptrs`, `shapes` and `params`. `keep`: a tuple
+    of the arrays the entry reads or writes, unused here but held (as the
+    three are) until the call returns. The entry's pointer is asked of
+    `entry_pointer(key)` on the first call and kept in a global of the
+    calling module, so a function loaded from Numba's disk cache finds it
+    again in a new process."""
     if not isinstance(key, types.StringLiteral):
         return None
     name = "_symphys_entry_" + "".join(c if c.isalnum() else "_" for c in key.literal_value)
@@ -77,10 +80,12 @@ def call_entry(typingctx, key, ptrs, shapes, params):
         intp = context.get_value_type(types.intp)
         fnty = ir.FunctionType(ir.VoidType(), [intp, intp, intp])
         target = builder.bitcast(builder.load(pointer), fnty.as_pointer())
-        builder.call(target, args[1:])
+        addresses = [builder.ptrtoint(context.make_array(t)(context, builder, v).data, intp)
+                     for t, v in zip(sig.args[1:4], args[1:4])]
+        builder.call(target, addresses)
         return context.get_dummy_value()
 
-    return types.none(key, ptrs, shapes, params), codegen
+    return types.none(key, ptrs, shapes, params, keep), codegen
 
 
 def only(x):
@@ -98,22 +103,17 @@ def _only(x):
 
 @numba.njit(cache=True)
 def copy_into(dst, src):
-    """dst[...] = src for two C-contiguous arrays of one size."""
-    flat = dst.reshape(dst.size)
-    flat[:] = src.reshape(src.size)
+    """dst[...] = src for two C-contiguous arrays of one size (a loop: a
+    slice assignment compiles Numba's shape-mismatch error path, seconds)."""
+    flat, values = dst.reshape(dst.size), src.reshape(src.size)
+    for k in range(flat.size):
+        flat[k] = values[k]
 
 
 @numba.njit(cache=True)
 def copy_scalar_into(dst, src):
     """dst[()] = src for a 0-d dst and a scalar or 0-d src."""
     dst.reshape(1)[0] = np.asarray(src).reshape(1)[0]
-
-
-@numba.njit(cache=True)
-def keep_alive(arrays):
-    """Nothing: a use of `arrays` after the pointer call, so that Numba
-    frees none of them before the entry has run."""
-    return len(arrays)
 
 
 # -- the entries ----------------------------------------------------------------
@@ -224,10 +224,8 @@ def caller_source(stage, is_grad: bool, name: str, params: tuple, kinds: str,
         lines.append(f"    ptrs[{k}] = c{k}.ctypes.data")
         lines += [f"    shapes[{k}, {d}] = c{k}.shape[{d}]" for d in range(ndim)]
     key = entry_key(stage, is_grad, kinds)
-    lines.append(f"    call_entry({key!r}, ptrs.ctypes.data, shapes.ctypes.data, "
-                 "params.ctypes.data)")
     everything = ", ".join(f"c{k}" for k in range(n))
-    lines.append(f"    keep_alive(({everything}, ptrs, shapes, params))")
+    lines.append(f"    call_entry({key!r}, ptrs, shapes, params, ({everything},))")
     outs = [f"c{len(args) + j}" for j in range(len(results))]
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
     return "\n".join(lines) + "\n"

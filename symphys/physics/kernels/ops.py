@@ -372,8 +372,7 @@ def _install_numba():
         name = f"{st.name.lower()}_{'vjp' if op.is_grad else 'forward'}"
         src = entry_numba.caller_source(st, op.is_grad, name, op.param_values, kinds, shapes)
         fn = compile_numba_function_src(src, name, {
-            "np": np, "call_entry": entry_numba.call_entry,
-            "keep_alive": entry_numba.keep_alive})
+            "np": np, "call_entry": entry_numba.call_entry})
         return numba_njit(fn)
 
     def cache_key(op) -> str:

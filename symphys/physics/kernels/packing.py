@@ -24,13 +24,11 @@ import numpy as np
 import pytensor.tensor as pt
 
 from symphys.joints import joint_frame
-from symphys.model import zero_template
+from symphys.algebra import Vec3, quat_to_mat_array
+from symphys.model import principal_inertia, zero_template
 from symphys.params import drag_joints
 from symphys.physics.kernels.layout import BODY, JOINT, MOTOR, WORLD as WORLD_COLUMNS, Packing
 from symphys.scene import WORLD, Scene, Shape
-
-EPS = 1e-12      # as `symphys.algebra.EPS`: quaternions of smaller norm give I
-
 
 def _batched(value, base_ndim: int) -> bool:
     return value.ndim == base_ndim + 1
@@ -82,48 +80,18 @@ def join_columns(parts: list):
     return pt.concatenate([x + template for x in parts], axis=-1)
 
 
-def _rotations(quat):
-    """(..., 3, 3) rotation matrices of (..., 4) quaternions (w, x, y, z),
-    normalised as `algebra.quat_to_mat`."""
-    w, x, y, z = (quat[..., i] for i in range(4))
-    n2 = w * w + x * x + y * y + z * z
-    s = 2.0 / pt.switch(n2 > EPS, n2, 1.0)
-    rows = [[1 - s * (y * y + z * z), s * (x * y - w * z), s * (x * z + w * y)],
-            [s * (x * y + w * z), 1 - s * (x * x + z * z), s * (y * z - w * x)],
-            [s * (x * z - w * y), s * (y * z + w * x), 1 - s * (x * x + y * y)]]
-    return pt.stack([pt.stack(r, axis=-1) for r in rows], axis=-2)
-
-
 def _inertia(scene: Scene, mass, radius, size, length):
-    """(Bp, N, 3) principal moments, as `model.principal_inertia` per shape."""
-    kinds = [b.shape for b in scene.bodies]
-    sphere = np.array([k is Shape.SPHERE for k in kinds])
-    box = np.array([k is Shape.BOX for k in kinds])
-    capsule = np.array([k is Shape.CAPSULE for k in kinds])
+    """(Bp, N, 3) principal moments: `model.principal_inertia` for each
+    shape present, on all bodies at once, kept where the body has it."""
     out = pt.zeros_like(size)
-    if sphere.any():
-        i = 0.4 * mass * radius ** 2
-        out = pt.switch(sphere[:, None], pt.stack([i, i, i], axis=-1), out)
-    if box.any():
-        c = mass / 12.0
-        sx, sy, sz = size[..., 0], size[..., 1], size[..., 2]
-        i = pt.stack([c * (sy ** 2 + sz ** 2), c * (sx ** 2 + sz ** 2),
-                      c * (sx ** 2 + sy ** 2)], axis=-1)
-        out = pt.switch(box[:, None], i, out)
-    if capsule.any():
+    sizes = Vec3(size[..., 0], size[..., 1], size[..., 2])
+    for kind in dict.fromkeys(b.shape for b in scene.bodies):
+        mine = np.array([b.shape is kind for b in scene.bodies])
         # Other shapes read 1s here, not their zeros: no 0/0 in a branch
         # the switch drops (its gradient would be NaN).
-        r = pt.switch(capsule, radius, 1.0)
-        h = pt.switch(capsule, length, 1.0)
-        v_cyl = np.pi * r ** 2 * h
-        v_sph = 4.0 / 3.0 * np.pi * r ** 3
-        m_cyl = mass * v_cyl / (v_cyl + v_sph)
-        m_hemi = 0.5 * mass * v_sph / (v_cyl + v_sph)
-        d = 0.5 * h + 0.375 * r
-        axial = 0.5 * m_cyl * r ** 2 + 2 * 0.4 * m_hemi * r ** 2
-        lateral = (m_cyl * (h ** 2 / 12.0 + r ** 2 / 4.0)
-                   + 2 * (83.0 / 320.0 * m_hemi * r ** 2 + m_hemi * d ** 2))
-        out = pt.switch(capsule[:, None], pt.stack([lateral, lateral, axial], axis=-1), out)
+        moments = principal_inertia(kind, mass, pt.switch(mine, radius, 1.0), sizes,
+                                    pt.switch(mine, length, 1.0))
+        out = pt.switch(mine[:, None], pt.stack(list(moments), axis=-1), out)
     return out
 
 
@@ -149,7 +117,7 @@ def _bodies(scene: Scene, p: dict):
         "half_length": (0.5 * length)[..., None], "friction": each("friction")[..., None],
         "restitution": each("restitution")[..., None], "rolling_friction": rolling[..., None]})
     position = each("position", (3,))
-    rotation = _rotations(each("quaternion", (4,)))
+    rotation = quat_to_mat_array(each("quaternion", (4,)), lib=pt)
     state = [position, rotation.reshape((rotation.shape[0], len(bodies), 9)),
              each("velocity", (3,)), each("angular_velocity", (3,))]
     return body, join_columns(state), position, rotation

@@ -1,8 +1,9 @@
 """Hand-written reverse-mode pullbacks of the Numba solve and integrate
 kernels (`solve_numba`).
 
-solve_vjp(v_free, rows, rows_table, g_v, iterations, recompute=False)
+solve_vjp(v_free, rows, rows_table, g_v, iterations)
     -> (g_v_free (B, N, 6), g_rows (B, R, ROW.width))
+solve_vjp_recompute(...): the same by the other strategy below
 integrate_vjp(state, v, v_free, tau, options, g_state, renormalise)
     -> (g_state (B, N, 18), g_v (B, N, 6), g_v_free (B, N, 6), g_tau (B, N))
 
@@ -20,9 +21,9 @@ recovered from V after it by subtracting the applied impulse
 at the end of that sweep (so round-off never drifts beyond one sweep).
 Two strategies give the same numbers:
 
-- "store" (default, faster): one forward pass records every update's tape
-  (iterations x R) and V at every sweep's end;
-- "recompute" (`recompute=True`, less memory): the forward pass keeps only
+- "store" (`solve_vjp`, the stage's pullback, faster): one forward pass
+  records every update's tape (iterations x R) and V at every sweep's end;
+- "recompute" (`solve_vjp_recompute`, less memory): the forward pass keeps only
   (V, lam) at each sweep's start; each sweep is re-run from its checkpoint
   to record its tape (R entries) just before it is reversed.
 
@@ -227,14 +228,19 @@ def _solve_vjp_recompute(v_free, rows, rows_table, iterations, g_v):
 
 
 @jit
-def solve_vjp(v_free, rows, rows_table, g_v, iterations, recompute=False):
+def solve_vjp(v_free, rows, rows_table, g_v, iterations):
     """(g_v_free (B, N, 6), g_rows (B, R, ROW.width)): the pullback of
-    `solve_numba.solve` at (v_free, rows) of the cotangent g_v (B, N, 6).
-    recompute: re-run each sweep from per-sweep checkpoints instead of
-    storing every update's tape (same result, less memory, slower)."""
-    if recompute:
-        return _solve_vjp_recompute(v_free, rows, rows_table, iterations, g_v)
+    `solve_numba.solve` at (v_free, rows) of the cotangent g_v (B, N, 6),
+    from a tape of every update (the stage's pullback)."""
     return _solve_vjp_store(v_free, rows, rows_table, iterations, g_v)
+
+
+@jit
+def solve_vjp_recompute(v_free, rows, rows_table, g_v, iterations):
+    """`solve_vjp`, re-running each sweep from per-sweep checkpoints
+    instead of storing every update's tape (same result, less memory,
+    slower; kept to measure the two against each other)."""
+    return _solve_vjp_recompute(v_free, rows, rows_table, iterations, g_v)
 
 
 # ----------------------------------------------------------------- integrate
