@@ -1,8 +1,10 @@
 """The kernels' packed parameters and initial state built field by field
 (`physics.kernels.packing`) against the reference's per-body graph
 (`model.build_model`, `joints.build_joint_arrays`, `graph.pack_inputs`):
-values and gradients, on every shipped scene and the feature scenes, with
-parameters shared by all worlds, given per world, and mixed."""
+values on every shipped scene and the feature scenes, gradients on all but
+the hopper and the pendulum-camera (the reference's gradient graph of a
+robot is slow to build), with parameters shared by all worlds, given per
+world, and mixed."""
 
 import numpy as np
 import pytensor
@@ -46,8 +48,10 @@ def _values(scene, rng, batched: str):
     return values
 
 
-# Robots: parameters mixed only (the reference's gradient graph is large).
+# Robots: parameters mixed only (the reference's gradient graph is large),
+# and gradients on the arm and the quadruped (joints, motors, boxes).
 ROBOTS = ("arm", "hopper", "quadruped", "pendulum_camera")
+VALUES_ONLY = ("hopper", "pendulum_camera")
 
 
 def _cases():
@@ -80,10 +84,12 @@ def test_packed_model_is_the_reference_packing(name, scene, batched):
                     else o * w[:o.shape[0], 0, :o.shape[1]]).sum() for o, w in zip(outs, weights))
 
     names = list(sym)
-    outs = new + ref + pytensor.grad(functional(new), [sym[k] for k in names],
-                                     disconnected_inputs="ignore", return_disconnected="zero") \
-        + pytensor.grad(functional(ref), [sym[k] for k in names],
-                        disconnected_inputs="ignore", return_disconnected="zero")
+    outs = new + ref
+    if name not in VALUES_ONLY:
+        outs += pytensor.grad(functional(new), [sym[k] for k in names],
+                              disconnected_inputs="ignore", return_disconnected="zero") \
+            + pytensor.grad(functional(ref), [sym[k] for k in names],
+                            disconnected_inputs="ignore", return_disconnected="zero")
     fn = pytensor.function([sym[k] for k in names], outs, mode=interpreted_mode(),
                            on_unused_input="ignore")
     got = fn(*[values[k] for k in names])
