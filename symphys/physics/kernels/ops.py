@@ -23,7 +23,10 @@ Kernels must return fresh arrays (never an input: the Ops declare no
 views) of the declared dtypes and ranks; `perform` (the C VM's path,
 which calls the Numba functions from Python) checks this.
 
-Numba: both Ops are registered with `register_funcify_and_cache_key`. The
+Numba: both Ops are registered with `register_funcify_and_cache_key`; the
+code they generate allocates the outputs and calls the kernel's C entry
+through a pointer (`entry_numba`: each kernel compiles once per machine,
+not once per function that uses it). The
 key is the Op's class and params, `Stage.version` and a hash of the source
 files that define the Numba functions (plus `Stage.depends` and this
 file): never the scene, which enters as data. Edit a helper kept in another
