@@ -12,6 +12,7 @@ from symphys import camera, nn, optim
 from symphys.api import render, simulate, value_and_grad
 from symphys.function_cache import clear_cache
 from symphys.backends import Backend, compile
+from symphys.compiled_loops import Loops, loops
 from symphys.errors import (BackendError, ExportError, ParameterError, SceneError,
                             SymphysError)
 from symphys.export import export, load_compiled
@@ -27,9 +28,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backend", "BackendError", "Body", "Camera", "ExportError", "FrictionModel", "Ground",
-    "Joint", "JointType", "LoopOptions", "Motor", "MotorMode", "ParameterError", "Plane",
+    "Joint", "JointType", "LoopOptions", "Loops", "Motor", "MotorMode", "ParameterError", "Plane",
     "Scene", "SceneBuilder", "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions",
     "SymphysError", "Texture", "TextureKind", "Trajectory", "available_scenes", "camera",
-    "clear_cache", "compile", "export", "load_compiled", "load_scene", "nn", "optim", "render",
+    "clear_cache", "compile", "export", "load_compiled", "load_scene", "loops", "nn", "optim",
+    "render",
     "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
 ]

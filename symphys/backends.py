@@ -21,6 +21,7 @@ from pytensor.link.vm import VMLinker
 from pytensor.tensor.rewriting.ofg import inline_ofg_expansion
 
 from symphys import compile_cache, rewrites
+from symphys.compiled_loops import loops_run, numba_mode
 from symphys.errors import BackendError
 from symphys.scene_io import member
 
@@ -119,8 +120,6 @@ def loop_mode() -> Mode:
 def _base_mode(backend: "str | Backend") -> Mode:
     backend = as_backend(backend)
     if backend is Backend.NUMBA:
-        from symphys.compiled_loops import numba_mode
-
         return numba_mode(get_mode("NUMBA"))
     if backend is Backend.JAX:
         jax_with_float64()
@@ -219,7 +218,8 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
         # Loops carry their own choice, made when they were built.
         rules = EXCLUDED_REWRITES + (
             f"symphys-rewrites={on},loops={rewrites.split_loops()},fused={rewrites.fused()},"
-            f"v{rewrites.VERSION}",)
+            f"v{rewrites.VERSION}",) + ((f"loops-run={loops_run().value}",)
+                                        if backend is Backend.NUMBA else ())
         key = compile_cache.graph_key(inputs, outs, backend.value, rules)
         fn = compile_cache.load(key, mode, in_place)
         if fn is not None:

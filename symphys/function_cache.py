@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from symphys import function_store, rewrites
 from symphys.backends import Compiled, as_backend
+from symphys.compiled_loops import loops_run
 from symphys.rollout import quiet_graph_building
 
 _CACHE: dict = {}
@@ -27,12 +28,12 @@ def cached(key, build: Callable[[], Compiled], backend,
            described: Callable[[], tuple | None] | None = None) -> Compiled:
     """The function stored under `key`, built (and timed) on first use for
     `backend`, with symphys' rewrites as `rewrites.enabled(backend)` says
-    (part of the key).
+    and loops run as `loops_run()` says (both part of the key).
 
     described: returns what the graph is made from as plain values with a
     stable repr (None: cannot say), the key of the on-disk
     `function_store`: a function found there is not built."""
-    key = (key, rewrites.enabled(backend), rewrites.fused(backend))
+    key = (key, rewrites.enabled(backend), rewrites.fused(backend), loops_run())
     if key not in _CACHE:
         start = time.perf_counter()
         with quiet_graph_building(), rewrites.for_backend(backend):
@@ -55,7 +56,8 @@ def _stored_or_built(build, backend, described) -> Compiled:
         return _announced(build, backend)
     # The loops' rewrites are chosen while the graph is built (for_backend).
     disk_key = function_store.function_key(
-        (parts, rewrites.enabled(backend), rewrites.enabled(), rewrites.fused()), backend)
+        (parts, rewrites.enabled(backend), rewrites.enabled(), rewrites.fused(),
+         loops_run().value), backend)
     fn = function_store.load(disk_key, backend)
     if fn is None:
         fn = function_store.store(disk_key, _announced(build, backend))

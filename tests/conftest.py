@@ -1,7 +1,15 @@
-"""Suite-wide fixtures."""
+"""Suite-wide fixtures and settings."""
 
 import gc
+import os
 import sys
+
+# The suite runs loops interpreted (the stage kernels compiled, the loops in
+# PyTensor's Python VM): compiling each test's loops with Numba would take
+# most of the suite's time. tests/test_loops.py compiles loops and checks
+# them against interpreted ones; tests that need compiled loops say so with
+# `symphys.loops(Loops.COMPILED)`.
+os.environ.setdefault("SYMPHYS_LOOPS", "interpreted")
 
 import pytest
 
@@ -12,8 +20,7 @@ from symphys import function_cache
 def _release_compiled_functions():
     """Let go of a module's compiled functions when it ends (symphys'
     in-process cache and JAX's compiled executables). Holding every graph
-    the suite compiles took the test process past 21 GB on a 24 GB machine
-    (session 13); a later module that needs a graph again reads it from the
+    the suite compiles took the test process past 21 GB on a 24 GB machine; a later module that needs a graph again reads it from the
     on-disk caches."""
     yield
     function_cache.clear_cache()

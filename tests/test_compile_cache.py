@@ -5,12 +5,12 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.graph.basic import Constant
-from pytensor.link.vm import VM
+from pytensor.link.vm import Loop, Stack
 from pytensor.scan.op import Scan
 
 from symphys import compile_cache
 from symphys.backends import compile
-from symphys.compiled_loops import CompiledLoop
+from symphys.compiled_loops import CompiledLoop, Loops, loops
 
 
 def _graph(scale):
@@ -110,16 +110,41 @@ def test_numba_compiles_outer_loops_on_their_own(tmp_path, monkeypatch):
     the Python VM, and the graph read back from disk gives the same value."""
     monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
     value = np.linspace(0.1, 1.0, 3)
-    x, y = _nested_loops()
-    first = compile([x], y, backend="numba")        # stored, then read back
-    nodes = first.fn.maker.fgraph.apply_nodes
-    assert [type(n.op) for n in nodes if isinstance(n.op, (Scan, CompiledLoop))] == [
-        CompiledLoop]
-    assert isinstance(first.fn.vm, VM)
-    assert np.isclose(float(first(value)), _expected(value), rtol=1e-13)
-    x2, y2 = _nested_loops()
-    second = compile([x2], y2, backend="numba")
-    assert float(second(value)) == float(first(value))
+    with loops(Loops.COMPILED):
+        x, y = _nested_loops()
+        first = compile([x], y, backend="numba")        # stored, then read back
+        nodes = first.fn.maker.fgraph.apply_nodes
+        assert [type(n.op) for n in nodes if isinstance(n.op, (Scan, CompiledLoop))] == [
+            CompiledLoop]
+        assert isinstance(first.fn.vm, (Loop, Stack))
+        assert np.isclose(float(first(value)), _expected(value), rtol=1e-13)
+        x2, y2 = _nested_loops()
+        second = compile([x2], y2, backend="numba")
+        assert float(second(value)) == float(first(value))
+
+
+def test_numba_interprets_loops_when_asked(tmp_path, monkeypatch):
+    """`Loops.INTERPRETED`: the loops stay scans whose inner graphs (the
+    nested loop's too) run in the Python VM, with the same value as compiled
+    ones; the two kinds are stored under different keys."""
+    monkeypatch.setenv("SYMPHYS_CACHE_DIR", str(tmp_path))
+    value = np.linspace(0.1, 1.0, 3)
+    with loops(Loops.INTERPRETED):
+        x, y = _nested_loops()
+        interpreted = compile([x], y, backend="numba")
+        got = float(interpreted(value))
+    outer = [n.op for n in interpreted.fn.maker.fgraph.apply_nodes if isinstance(n.op, Scan)]
+    assert len(outer) == 1 and isinstance(interpreted.fn.vm, (Loop, Stack))
+    inner_vm = outer[0].fn.vm
+    assert isinstance(inner_vm, (Loop, Stack))
+    nested = [n.op for n in outer[0].fn.maker.fgraph.apply_nodes if isinstance(n.op, Scan)]
+    assert len(nested) == 1 and isinstance(nested[0].fn.vm, (Loop, Stack))
+    assert np.isclose(got, _expected(value), rtol=1e-13)
+    with loops(Loops.COMPILED):
+        x2, y2 = _nested_loops()
+        compiled = compile([x2], y2, backend="numba")
+    assert compiled.graph_key != interpreted.graph_key
+    assert any(isinstance(n.op, CompiledLoop) for n in compiled.fn.maker.fgraph.apply_nodes)
 
 
 @pytest.mark.parametrize("backend", ["jax"])

@@ -120,3 +120,26 @@ def test_gather_orders_mixed_values():
     a, b, c = np.arange(3.0), np.arange(6.0).reshape(2, 3) + 10, np.arange(3.0) + 20
     out = gather([pt.constant(a), pt.constant(b), pt.constant(c)], (3,)).eval()
     np.testing.assert_array_equal(out, np.stack([np.stack([a, b[w], c]) for w in range(2)]))
+
+
+@pytest.mark.parametrize("name", ["arm", "quadruped"])
+def test_static_batch_sizes_pack_as_unknown_ones(name):
+    """Parameters with their sizes known in the graph (JAX's static batch):
+    positions per world beside shared rotations join along the body axis,
+    and the packing is the one of the same values with unknown sizes."""
+    scene = sp.load_scene(name)
+    rng = np.random.default_rng(3)
+    values = _values(scene, rng, "none")
+    for body in scene.bodies:
+        key = f"{body.name}.position"
+        values[key] = values[key][None] + 0.01 * rng.standard_normal((WORLDS, 3))
+    names = sorted(values)
+    results = []
+    for static in (True, False):
+        sym = {k: pt.tensor(k, dtype="float64", shape=v.shape if static else (None,) * v.ndim)
+               for k, v in values.items()}
+        fn = pytensor.function([sym[k] for k in names], list(packed_model(scene, sym)),
+                               mode=interpreted_mode(), on_unused_input="ignore")
+        results.append(fn(*[values[k] for k in names]))
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

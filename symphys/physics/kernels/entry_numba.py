@@ -24,6 +24,13 @@ and copies its results into the outputs.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import inspect
+import os
+import subprocess
+import sys
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -177,6 +184,112 @@ def entry_key(stage, is_grad: bool, kinds: str) -> str:
     return f"{stage.module}.{stage.name}.{'vjp' if is_grad else 'forward'}.{kinds or '_'}"
 
 
+def _entry_cache_key(key: str) -> str:
+    from symphys.physics.kernels.ops import stage_cache_key, stage_named
+
+    module, name, direction, kinds = key.rsplit(".", 3)
+    return f"{stage_cache_key(stage_named(module, name))}_{direction}_{kinds.strip('_')}_entry"
+
+
+def on_disk(key: str) -> bool:
+    """Whether the entry `key` is in Numba's disk cache (PyTensor's folder)."""
+    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
+
+    return any(NUMBA_CACHE_PATH.glob(f"*-{_entry_cache_key(key)}.*nbi"))
+
+
+def _compile_weight(key: str) -> int:
+    """Bytes of source behind an entry's kernel (the larger, the longer its
+    compile: compiled first)."""
+    from symphys.physics.kernels.ops import stage_named
+
+    module, name, direction, _ = key.rsplit(".", 3)
+    stage = stage_named(module, name)
+    kernel = stage.numba_vjp if direction == "vjp" else stage.numba_forward
+    return len(inspect.getsource(inspect.getmodule(getattr(kernel, "py_func", kernel))))
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _machine_lock():
+    """Held while entries compile: another process waits, then finds them on
+    disk (no lock where `fcntl` is missing)."""
+    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
+
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(NUMBA_CACHE_PATH / "symphys-entries.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare(keys) -> None:
+    """Compile the entries `keys` that neither this process nor the disk
+    cache has, in parallel worker processes when there are several (a cold
+    machine's first graph: about a minute on one core for all the stages)."""
+    missing = sorted({k for k in keys if k not in _ENTRIES and not on_disk(k)},
+                     key=_compile_weight, reverse=True)
+    if not missing:
+        return
+    with _machine_lock():
+        missing = [k for k in missing if not on_disk(k)]
+        workers = min(len(missing), _cpus())
+        if not missing:
+            return
+        print(f"symphys: compiling {len(missing)} physics kernels with {workers} "
+              "process(es) (once per machine: they are cached on disk)",
+              file=sys.stderr, flush=True)
+        if workers < 2:
+            for key in missing:
+                entry_address(key)
+            return
+        shares = [missing[w::workers] for w in range(workers)]
+        runs = [subprocess.Popen([sys.executable, "-c", _WORKER, *share], env=_worker_env(),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                for share in shares]
+        for run, share in zip(runs, shares):
+            _, err = run.communicate()
+            if run.returncode:
+                raise RuntimeError(f"symphys: compiling the kernels {share} failed:\n{err}")
+
+
+def _worker_env() -> dict:
+    """This process's environment, with symphys importable and PyTensor's
+    cache folder (where the entries go) as this process has it."""
+    from pytensor.configdefaults import config
+
+    import symphys
+
+    env = dict(os.environ)
+    home = os.path.dirname(os.path.dirname(os.path.abspath(symphys.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
+    flags = env.get("PYTENSOR_FLAGS", "")
+    if "base_compiledir" not in flags:
+        folder = f"base_compiledir={config.base_compiledir}"
+        env["PYTENSOR_FLAGS"] = ",".join(f for f in (flags, folder) if f)
+    return env
+
+
+# A worker compiles the entries named on its command line (a fresh
+# interpreter, so the caller's main module is not run again).
+_WORKER = ("import sys\n"
+           "from symphys.physics.kernels.entry_numba import entry_address\n"
+           "for key in sys.argv[1:]:\n"
+           "    entry_address(key)\n")
+
+
 def entry_address(key: str) -> int:
     """The address of the entry `key` (an `entry_key`), compiled (or loaded
     from Numba's disk cache) on first use in this process."""
@@ -184,7 +297,7 @@ def entry_address(key: str) -> int:
     if entry is None:
         from pytensor.link.numba.cache import compile_numba_function_src
 
-        from symphys.physics.kernels.ops import stage_cache_key, stage_named
+        from symphys.physics.kernels.ops import stage_named
 
         module, name, direction, kinds = key.rsplit(".", 3)
         kinds = kinds.strip("_")
@@ -196,7 +309,7 @@ def entry_address(key: str) -> int:
             {"kernel": kernel, "carray": numba.carray, "np": np, "_voidptr": _voidptr,
              "copy_into": copy_into, "copy_scalar_into": copy_scalar_into, "only": only,
              "__name__": __name__},
-            cache_key=f"{stage_cache_key(stage)}_{direction}_{kinds}_entry")
+            cache_key=_entry_cache_key(key))
         entry = _ENTRIES[key] = numba.cfunc(_SIGNATURE, cache=True,
                                             error_model="numpy")(fn)
     return entry.address
@@ -219,7 +332,8 @@ def caller_source(stage, is_grad: bool, name: str, params: tuple, kinds: str,
               f"    shapes = np.zeros(({n}, {MAX_NDIM}), np.intp)",
               f"    params = np.zeros({max(1, len(params))}, np.float64)"]
     for p, (value, kind) in enumerate(zip(params, kinds)):
-        lines.append(f"    params[{p}] = {int(value) if kind == 'i' else f'float({str(float(value))!r})'}")
+        text = int(value) if kind == "i" else f"float({str(float(value))!r})"
+        lines.append(f"    params[{p}] = {text}")
     for k, (ndim, _) in enumerate(args + results):
         lines.append(f"    ptrs[{k}] = c{k}.ctypes.data")
         lines += [f"    shapes[{k}, {d}] = c{k}.shape[{d}]" for d in range(ndim)]
@@ -229,6 +343,34 @@ def caller_source(stage, is_grad: bool, name: str, params: tuple, kinds: str,
     outs = [f"c{len(args) + j}" for j in range(len(results))]
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
     return "\n".join(lines) + "\n"
+
+
+_CALLABLES: dict = {}    # key -> ctypes function of the entry
+
+
+def call_from_python(stage, is_grad: bool, params: tuple, arrays: list,
+                     out_shapes: list) -> list:
+    """Run the entry of `stage`'s kernel from Python: `arrays` (the kernel's
+    array arguments, made contiguous of their declared dtypes here) in, fresh
+    arrays of `out_shapes` out. The kernel is the one the compiled callers
+    use, so running a graph in PyTensor's Python VM compiles nothing more."""
+    args, results = _signature(stage, is_grad)
+    kinds = param_kinds(stage.name, stage.params, params)
+    key = entry_key(stage, is_grad, kinds)
+    fn = _CALLABLES.get(key)
+    if fn is None:
+        fn = _CALLABLES[key] = ctypes.CFUNCTYPE(None, ctypes.c_ssize_t, ctypes.c_ssize_t,
+                                                ctypes.c_ssize_t)(entry_address(key))
+    arrays = [np.ascontiguousarray(a, dtype=dtype) for a, (_, dtype) in zip(arrays, args)]
+    outs = [np.empty(shape, dtype) for shape, (_, dtype) in zip(out_shapes, results)]
+    everything = arrays + outs
+    ptrs = np.array([a.ctypes.data for a in everything], np.intp)
+    shapes = np.zeros((len(everything), MAX_NDIM), np.intp)
+    for k, a in enumerate(everything):
+        shapes[k, :a.ndim] = a.shape
+    values = np.array([float(v) for v in params] or [0.0], np.float64)
+    fn(ptrs.ctypes.data, shapes.ctypes.data, values.ctypes.data)
+    return outs
 
 
 @numba.njit(cache=True)

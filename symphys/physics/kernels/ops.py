@@ -227,6 +227,12 @@ class _Base(Op):
             store[0] = o
 
 
+    @staticmethod
+    def _store(outs, output_storage):
+        for store, o in zip(output_storage, outs):
+            store[0] = o
+
+
 def _simple(v) -> bool:
     if isinstance(v, tuple):
         return all(_simple(x) for x in v)
@@ -254,7 +260,14 @@ class StageOp(_Base):
         return Apply(self, inputs, outs)
 
     def perform(self, node, inputs, output_storage):
-        self._run(self.stage.numba_forward, node, inputs, output_storage)
+        st = self.stage
+        if any(d is None for o in st.outputs for d in o.shape):
+            self._run(st.numba_forward, node, inputs, output_storage)
+            return
+        shapes = [tuple(d if isinstance(d, int) else inputs[st.input_index(d[0])].shape[d[1]]
+                        for d in o.shape) for o in st.outputs]
+        self._store(entry_numba.call_from_python(st, False, self.param_values, inputs, shapes),
+                    output_storage)
 
     def infer_shape(self, fgraph, node, input_shapes):
         st = self.stage
@@ -298,7 +311,9 @@ class StageGradOp(_Base):
         return Apply(self, args, [args[k].type() for k in st.vjp_inputs])
 
     def perform(self, node, inputs, output_storage):
-        self._run(self.stage.numba_vjp, node, inputs, output_storage)
+        shapes = [inputs[k].shape for k in self.stage.vjp_inputs]
+        self._store(entry_numba.call_from_python(self.stage, True, self.param_values, inputs,
+                                                 shapes), output_storage)
 
     def infer_shape(self, fgraph, node, input_shapes):
         return [input_shapes[k] for k in self.stage.vjp_inputs]
@@ -346,6 +361,33 @@ def stage_cache_key(stage: Stage) -> str:
     the source of its kernels (not the params, which the entries take at
     run time)."""
     return f"symphys_{stage.module}.{stage.name}_v{stage.version}_{stage.source_hash()}"
+
+
+def entry_keys(fgraph) -> set[str]:
+    """The Numba entry keys of the stage Ops in `fgraph` and in the inner
+    graphs of its loops (and of theirs), with their pullbacks' (asked for
+    next, as a rule)."""
+    keys, seen, todo = set(), set(), [fgraph]
+    while todo:
+        graph = todo.pop()
+        for node in graph.apply_nodes:
+            op = node.op
+            if isinstance(op, _Base):
+                kinds = entry_numba.param_kinds(op, op.stage.params, op.param_values)
+                keys.add(entry_numba.entry_key(op.stage, op.is_grad, kinds))
+                if op.stage.vjp_inputs:
+                    keys.add(entry_numba.entry_key(op.stage, True, kinds))
+            inner = getattr(op, "fgraph", None)
+            if inner is not None and id(inner) not in seen:
+                seen.add(id(inner))
+                todo.append(inner)
+    return keys
+
+
+def prepare_kernels(fgraph) -> None:
+    """Compile, in parallel, the kernel entries `fgraph` will call that are
+    not yet on disk (`entry_numba.prepare`)."""
+    entry_numba.prepare(entry_keys(fgraph))
 
 
 # -- Numba -------------------------------------------------------------------------

@@ -152,9 +152,9 @@ def _joints(scene: Scene, p: dict, position, rotation):
                        for j in scene.joints])                        # (J, 3, 3)
     anchor = gather([p[f"{j.name}.anchor"] for j in scene.joints], (3,))
     # The world as one more body: at the origin, unrotated.
-    bp = rotation.shape[0]
-    rot = pt.concatenate([rotation, pt.repeat(pt.eye(3)[None, None], bp, axis=0)], axis=1)
-    pos = pt.concatenate([position, pt.zeros((bp, 1, 3))], axis=1)
+    rot = pt.concatenate([rotation, pt.repeat(pt.eye(3)[None, None], rotation.shape[0], axis=0)],
+                         axis=1)
+    pos = pt.concatenate([position, pt.zeros((position.shape[0], 1, 3))], axis=1)
 
     def local(side):
         r, x = rot[:, side], pos[:, side]
