@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a small, fast version")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", choices=["numba", "jax", "cvm"],
-                   help="default: the experiment's own (ball-throw numba, robots jax)")
+                   help="default: the experiment's own (numba; jax for suh-friction and "
+                   "suh-pushing, whose penalty contacts and friction cone the kernels lack)")
     p.add_argument("--json", help="default results/NAME.json")
     p.add_argument("--plot", help="default: beside the JSON (results/NAME.png)")
     p.add_argument("--no-progress", action="store_true")
@@ -163,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenes", default=None,
                    help="comma-separated, from ball,spheres16,arm,quadruped,array (default all)")
     p.add_argument("--batches", default=None, help="comma-separated (default 1,16,128,1024)")
-    p.add_argument("--backends", default=None, help="comma-separated (default numba,jax,cvm)")
+    p.add_argument("--backends", default=None, help="comma-separated (default numba,numba-interpreted,jax,cvm)")
     p.add_argument("--rewrites", default="default",
                    help="default (numba, cvm: on; jax: off), on, off, or a list such as "
                         "on,off: with and without symphys' rewrites")

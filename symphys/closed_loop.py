@@ -1,7 +1,7 @@
 """Compiled closed-loop losses: a controller drives the scene's motors from
 its sensors for `steps` steps, and a loss is read off the trajectory.
 
-    fn = closed_loop_function(scene, steps, controller, loss, backend="jax")
+    fn = closed_loop_function(scene, steps, controller, loss)
     value, *grads = fn(task, *weights.values())     # grads in weights order
 
 task: (W, n_targets) target inputs, one row per world (W worlds share the
@@ -46,7 +46,7 @@ def _weight_inputs(controller, population: int | None) -> dict:
 
 
 def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *,
-                         backend: "str | Backend" = "jax", worlds: int = 1,
+                         backend: "str | Backend" = "numba", worlds: int = 1,
                          population: int | None = None, wrt_params: tuple[str, ...] = (),
                          world_params: tuple[str, ...] = (), aux: Callable | None = None,
                          options: LoopOptions = LoopOptions(),
@@ -124,7 +124,7 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
 
 
 def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, task=None, *,
-                           backend: "str | Backend" = "jax") -> Trajectory:
+                           backend: "str | Backend" = "numba") -> Trajectory:
     """The numeric trajectory of one controlled run (for plots and reports).
 
     weights: {name: array} as from `controller.init()`; task: (n_targets,)
@@ -162,7 +162,7 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
 
 def command_objective(scene: Scene, steps: int, loss: Callable, rows: int, *,
                       effort: float = 1.0, params: dict | None = None,
-                      backend: "str | Backend" = "jax"):
+                      backend: "str | Backend" = "numba"):
     """A batch objective (`symphys.estimators`) of open-loop motor commands:
 
         objective(us: (S, steps · M)) -> (costs (S,), gradients (S, steps · M))

@@ -40,7 +40,7 @@ from symphys.optim import Adam
 
 
 def imitation_function(controller, rows: int, length: int, n_obs: int, burn_in: int = 0,
-                       backend: "str | Backend" = "jax") -> Compiled:
+                       backend: "str | Backend" = "numba") -> Compiled:
     """Compiled f(observations (rows, length, n_obs), commands (rows,
     length, n_out), from_start (rows,), *weights) -> [mean squared command
     error over the steps scored (>= burn_in, or all of a row with

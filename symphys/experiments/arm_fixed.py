@@ -150,7 +150,7 @@ def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show):
             "compile_seconds": compile_s, "population": es.popsize}
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True, steps: int | None = None, evaluations: int | None = None,
         cmaes_budget: int | None = None) -> ExperimentResult:
     """steps, evaluations, cmaes_budget override the (quick) defaults."""

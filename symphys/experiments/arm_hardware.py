@@ -296,7 +296,7 @@ def final_pose(traj, task):
                     axis=1)
 
 
-def compiled(opts: Options, backend: str = "jax", scene: Scene | None = None):
+def compiled(opts: Options, backend: str = "numba", scene: Scene | None = None):
     """(scene, geometry, controller, fn) with fn(task, *weights, *scene
     parameters) -> [loss, *d weights, *d parameters, final pose (W, 2, 3)]."""
     scene = scene or arm_scene()
@@ -365,7 +365,7 @@ class HardwareAdam:
         return {**out, LENGTHS: lengths}
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True, updates: int | None = None,
         options: Options | None = None) -> ExperimentResult:
     """Both arms for `updates` (default: the options') Adam updates each."""

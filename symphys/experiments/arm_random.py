@@ -85,7 +85,7 @@ def _evaluate(scene, ctrl, steps, weights, targets, backend):
     return np.concatenate(out)
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True, updates: int | None = None) -> ExperimentResult:
     scene = arm_scene()
     hidden = HIDDEN_QUICK if quick else HIDDEN

@@ -155,7 +155,7 @@ class Hold:
         return pt.zeros_like(observation[:, :1]) + (u if u.ndim == 2 else u[None]), carry
 
 
-def linearise(scene: Scene, backend: str = "jax", step: float = 1e-4):
+def linearise(scene: Scene, backend: str = "numba", step: float = 1e-4):
     """(A (4, 4), B (4, 1)): one step of the engine about the upright bar at
     rest, s' = A s + B u, by central differences of the compiled step. The
     rail's servo and sensor both read x from the start, so the x column
@@ -200,7 +200,7 @@ class Teacher:
     decouple: bool = True           # the swing reads w - beta cos(theta) v (module doc)
 
     @classmethod
-    def of(cls, scene: Scene, backend: str = "jax") -> "Teacher":
+    def of(cls, scene: Scene, backend: str = "numba") -> "Teacher":
         a, b = linearise(scene, backend)
         return cls(BarModel.of(scene), tuple(float(k) for k in lqr_gain(a, b)))
 

@@ -406,7 +406,7 @@ def constant_velocity(starts, frames: int) -> np.ndarray:
                      starts[:, None, 1] + starts[:, None, 3] * t], axis=-1)
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress: bool = True,
+def run(quick: bool = False, seed: int = 0, backend: str = "numba", show_progress: bool = True,
         data_dir: str | Path | None = None) -> ExperimentResult:
     cfg = QUICK if quick else FULL
     data_dir = Path(data_dir) if data_dir is not None else DATA_DIR

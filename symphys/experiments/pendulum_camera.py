@@ -209,7 +209,7 @@ def _joint_states(traj, task):
 
 
 def teacher_rollout_function(scene, teacher: teaching.Teacher, steps: int, worlds: int,
-                             backend: str = "jax"):
+                             backend: str = "numba"):
     """Compiled f(task, noise (W, T, 1), *initial) -> tip distances (W,
     T+1), joint states (W, T+1, 4): the teacher's rollouts on joint
     states, a population of one teacher per world, each with its own
@@ -356,7 +356,7 @@ def _fine_tune(scene, ctrl, weights, steps, evaluations, backend, show):
             guard.best_params, time.perf_counter() - start, guard.rejections)
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax", show_progress: bool = True,
+def run(quick: bool = False, seed: int = 0, backend: str = "numba", show_progress: bool = True,
         seconds: float | None = None, evaluations: int | None = None,
         checkpoint: str | None = None) -> ExperimentResult:
     """checkpoint: a file that keeps the distilled weights once made, so a

@@ -93,7 +93,7 @@ def _train(scene, ctrl, steps, evaluations, backend, seed, show, checkpoint, dec
             compile_s, guard.rejections)
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True, seconds: float | None = None,
         evaluations: int | None = None, checkpoint: str | None = None,
         gradient_decay: float = GRADIENT_DECAY) -> ExperimentResult:

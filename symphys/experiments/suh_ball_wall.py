@@ -70,7 +70,7 @@ def final_distance_cost(trajectory):
     return -trajectory.position["ball"][:, -1, 0] ** 2
 
 
-def throw_objective(backend: str = "jax"):
+def throw_objective(backend: str = "numba"):
     """Batch objective of the throw angle: thetas (S, 1) -> (−x_final² (S,),
     its gradient (S, 1)), one compiled call of S worlds."""
     velocity = batch_objective(scene(), STEPS, final_distance_cost, ["ball.velocity"],
@@ -87,7 +87,7 @@ def throw_objective(backend: str = "jax"):
     return reparameterised(velocity, launch, launch_jacobian, 1)
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True) -> ExperimentResult:
     objective = throw_objective(backend)
     iterations = QUICK_ITERATIONS if quick else ITERATIONS

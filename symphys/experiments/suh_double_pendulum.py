@@ -145,7 +145,7 @@ def _horizon_loss(masks):
 
 
 @functools.lru_cache(maxsize=4)
-def horizon_function(horizons: tuple, samples: int, backend: str = "jax"):
+def horizon_function(horizons: tuple, samples: int, backend: str = "numba"):
     """Batch objective of joint states: states (W, 4) -> (V (W,), ∇V (W, 4))
     for exactly W = len(horizons) × (1 + samples) worlds, one call; block j
     of 1 + samples rows reads horizon j."""
@@ -158,7 +158,7 @@ def horizon_function(horizons: tuple, samples: int, backend: str = "jax"):
     return reparameterised(parameters, initial_state, initial_state_jacobian, 4)
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True) -> ExperimentResult:
     horizons = HORIZONS_QUICK if quick else HORIZONS
     samples = SAMPLES_QUICK if quick else SAMPLES

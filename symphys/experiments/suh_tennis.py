@@ -176,7 +176,7 @@ def cost(trajectory, task):
     return terminal + EFFORT * (pv[..., 0] ** 2 + pv[..., 1] ** 2 + spin ** 2).sum(axis=1)
 
 
-def gradient_function(rows: int, steps: int = STEPS, backend: str = "jax"):
+def gradient_function(rows: int, steps: int = STEPS, backend: str = "numba"):
     """f(gains (rows, 3, 7), noise (rows, steps, 3), starts (rows, 7)) ->
     (costs (rows,), d costs / d gains (rows, 3, 7)): world s runs policy
     gains[s] with action noise noise[s] from starts[s]."""
@@ -191,7 +191,7 @@ def gradient_function(rows: int, steps: int = STEPS, backend: str = "jax"):
     return run
 
 
-def forward_function(rows: int, steps: int = STEPS, backend: str = "jax"):
+def forward_function(rows: int, steps: int = STEPS, backend: str = "numba"):
     """f(gains, noise, starts) as `gradient_function` -> (costs (rows,),
     features (rows, steps + 1, 7)): no reverse pass."""
     fn = closed_loop_function(scene(), steps, controller(steps), cost, backend=backend,
@@ -210,7 +210,7 @@ def _gains(theta, rows: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(theta, dtype=np.float64).reshape(3, 7), (rows, 3, 7))
 
 
-def tennis_objective(chunk: int, steps: int = STEPS, backend: str = "jax"):
+def tennis_objective(chunk: int, steps: int = STEPS, backend: str = "numba"):
     """(the `PolicyObjective` of K (21,), final(K, starts) -> the ball's
     final x, y): any number of worlds per call, run `chunk` at a time with
     gradients and 2 · chunk at a time without."""
@@ -241,7 +241,7 @@ def tennis_objective(chunk: int, steps: int = STEPS, backend: str = "jax"):
     return PolicyObjective(gradients, values, sample_starts, (steps, 3), 21), final
 
 
-def run(quick: bool = False, seed: int = 0, backend: str = "jax",
+def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True) -> ExperimentResult:
     iterations = QUICK_ITERATIONS if quick else ITERATIONS
     samples = QUICK_SAMPLES if quick else SAMPLES
