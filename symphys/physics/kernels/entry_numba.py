@@ -345,7 +345,20 @@ def caller_source(stage, is_grad: bool, name: str, params: tuple, kinds: str,
     return "\n".join(lines) + "\n"
 
 
-_CALLABLES: dict = {}    # key -> ctypes function of the entry
+_PLANS: dict = {}    # (stage key, is_grad, params) -> _Plan
+
+
+class _Plan:
+    """What a call of one entry from Python needs besides its arrays."""
+
+    def __init__(self, stage, is_grad: bool, params: tuple):
+        args, results = _signature(stage, is_grad)
+        key = entry_key(stage, is_grad, param_kinds(stage.name, stage.params, params))
+        self.fn = ctypes.CFUNCTYPE(None, ctypes.c_ssize_t, ctypes.c_ssize_t,
+                                   ctypes.c_ssize_t)(entry_address(key))
+        self.arg_dtypes = [np.dtype(dtype) for _, dtype in args]
+        self.result_dtypes = [np.dtype(dtype) for _, dtype in results]
+        self.params = np.array([float(v) for v in params] or [0.0], np.float64)
 
 
 def call_from_python(stage, is_grad: bool, params: tuple, arrays: list,
@@ -354,22 +367,19 @@ def call_from_python(stage, is_grad: bool, params: tuple, arrays: list,
     array arguments, made contiguous of their declared dtypes here) in, fresh
     arrays of `out_shapes` out. The kernel is the one the compiled callers
     use, so running a graph in PyTensor's Python VM compiles nothing more."""
-    args, results = _signature(stage, is_grad)
-    kinds = param_kinds(stage.name, stage.params, params)
-    key = entry_key(stage, is_grad, kinds)
-    fn = _CALLABLES.get(key)
-    if fn is None:
-        fn = _CALLABLES[key] = ctypes.CFUNCTYPE(None, ctypes.c_ssize_t, ctypes.c_ssize_t,
-                                                ctypes.c_ssize_t)(entry_address(key))
-    arrays = [np.ascontiguousarray(a, dtype=dtype) for a, (_, dtype) in zip(arrays, args)]
-    outs = [np.empty(shape, dtype) for shape, (_, dtype) in zip(out_shapes, results)]
+    plan_key = (stage.module, stage.name, is_grad, params)
+    plan = _PLANS.get(plan_key)
+    if plan is None:
+        plan = _PLANS[plan_key] = _Plan(stage, is_grad, params)
+    arrays = [a if a.flags.c_contiguous and a.dtype == dtype
+              else np.ascontiguousarray(a, dtype=dtype)
+              for a, dtype in zip(arrays, plan.arg_dtypes)]
+    outs = [np.empty(shape, dtype) for shape, dtype in zip(out_shapes, plan.result_dtypes)]
     everything = arrays + outs
-    ptrs = np.array([a.ctypes.data for a in everything], np.intp)
-    shapes = np.zeros((len(everything), MAX_NDIM), np.intp)
-    for k, a in enumerate(everything):
-        shapes[k, :a.ndim] = a.shape
-    values = np.array([float(v) for v in params] or [0.0], np.float64)
-    fn(ptrs.ctypes.data, shapes.ctypes.data, values.ctypes.data)
+    ptrs = np.array([a.__array_interface__["data"][0] for a in everything], np.intp)
+    shapes = np.array([a.shape + (0,) * (MAX_NDIM - a.ndim) for a in everything], np.intp)
+    plan.fn(ptrs.__array_interface__["data"][0], shapes.__array_interface__["data"][0],
+            plan.params.__array_interface__["data"][0])
     return outs
 
 

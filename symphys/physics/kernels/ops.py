@@ -48,6 +48,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -264,8 +265,9 @@ class StageOp(_Base):
         if any(d is None for o in st.outputs for d in o.shape):
             self._run(st.numba_forward, node, inputs, output_storage)
             return
-        shapes = [tuple(d if isinstance(d, int) else inputs[st.input_index(d[0])].shape[d[1]]
-                        for d in o.shape) for o in st.outputs]
+        plan = _output_sizes(st)
+        shapes = [tuple(d if isinstance(d, int) else inputs[d[0]].shape[d[1]] for d in sizes)
+                  for sizes in plan]
         self._store(entry_numba.call_from_python(st, False, self.param_values, inputs, shapes),
                     output_storage)
 
@@ -294,6 +296,13 @@ class StageOp(_Base):
             result.append(by_input[k] if g == "vjp" else
                           pt.zeros_like(x) if g == "zero" else disconnected_type())
         return result
+
+
+@functools.lru_cache(maxsize=None)
+def _output_sizes(stage: Stage) -> list:
+    """Per output of `stage`, per axis: its size (int) or (input position, axis)."""
+    return [tuple(d if isinstance(d, int) else (stage.input_index(d[0]), d[1]) for d in o.shape)
+            for o in stage.outputs]
 
 
 class StageGradOp(_Base):
