@@ -261,8 +261,11 @@ def prepare(keys) -> None:
                 for share in shares]
         for run, share in zip(runs, shares):
             _, err = run.communicate()
-            if run.returncode:
-                raise RuntimeError(f"symphys: compiling the kernels {share} failed:\n{err}")
+            if run.returncode:     # compiled here instead, where any error shows
+                print(f"symphys: a kernel compile process failed; compiling {share} here:\n"
+                      f"{err[-2000:]}", file=sys.stderr, flush=True)
+                for key in share:
+                    entry_address(key)
 
 
 def _worker_env() -> dict:
@@ -274,7 +277,9 @@ def _worker_env() -> dict:
 
     env = dict(os.environ)
     home = os.path.dirname(os.path.dirname(os.path.abspath(symphys.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
+    # This process's import path: a stage may be declared outside symphys.
+    paths = [home] + [os.path.abspath(p) for p in sys.path if p] + [env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
     flags = env.get("PYTENSOR_FLAGS", "")
     if "base_compiledir" not in flags:
         folder = f"base_compiledir={config.base_compiledir}"
