@@ -210,22 +210,22 @@ def background_compile(op: CompiledLoop, node, inputs):
     marker = _marker(key)
     if marker.exists():
         return True
-    from symphys.physics.kernels.entry_numba import _worker_env
+    from symphys.physics.kernels.entry_numba import worker_env
 
     job = tempfile.NamedTemporaryFile(suffix=".pkl", delete=False)
     with job:
         pickle.dump((op.scan, [i.type for i in node.inputs], list(inputs), str(marker)), job)
     print("symphys: a loop runs interpreted while a background process compiles it "
           "(once per machine)", file=sys.stderr, flush=True)
-    nice = (lambda: os.nice(10)) if hasattr(os, "nice") else None
-    return subprocess.Popen([sys.executable, "-c", _COMPILER, job.name], env=_worker_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=nice)
+    return subprocess.Popen([sys.executable, "-c", _COMPILER, job.name], env=worker_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 # The background compile (a fresh interpreter, so the caller's main module is
-# not run again): build the loop, run it once, leave the marker.
+# not run again), at low priority: build the loop, run it once, leave the marker.
 _COMPILER = ("import os, pickle, sys\n"
+             "if hasattr(os, 'nice'):\n"
+             "    os.nice(10)\n"
              "from pathlib import Path\n"
              "from symphys.compiled_loops import CompiledLoop\n"
              "path = sys.argv[1]\n"

@@ -256,7 +256,7 @@ def prepare(keys) -> None:
                 entry_address(key)
             return
         shares = [missing[w::workers] for w in range(workers)]
-        runs = [subprocess.Popen([sys.executable, "-c", _WORKER, *share], env=_worker_env(),
+        runs = [subprocess.Popen([sys.executable, "-c", _WORKER, *share], env=worker_env(),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                 for share in shares]
         for run, share in zip(runs, shares):
@@ -268,7 +268,7 @@ def prepare(keys) -> None:
                     entry_address(key)
 
 
-def _worker_env() -> dict:
+def worker_env() -> dict:
     """This process's environment, with symphys importable and PyTensor's
     cache folder (where the entries go) as this process has it."""
     from pytensor.configdefaults import config

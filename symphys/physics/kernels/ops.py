@@ -227,7 +227,6 @@ class _Base(Op):
                                  "(kernels must return fresh arrays)")
             store[0] = o
 
-
     @staticmethod
     def _store(outs, output_storage):
         for store, o in zip(output_storage, outs):
