@@ -26,9 +26,11 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
+from symphys import rewrites
 from symphys.adjoint import LoopOptions
 from symphys.function_cache import LossKey, cached
 from symphys.backends import Backend, Compiled, as_backend, compile
+from symphys.camera import RENDER_REWRITES
 from symphys.errors import ParameterError
 from symphys.function_store import loss_text
 from symphys.params import check_names
@@ -120,7 +122,16 @@ def closed_loop_function(scene: Scene, steps: int, controller, loss: Callable, *
                 backend.value, worlds, population, tuple(wrt_params), repr(options), gradient,
                 tuple(world_params), aux_text)
 
-    return cached(key, build, backend, described)
+    with _rewrites_for(scene):
+        return cached(key, build, backend, described)
+
+
+def _rewrites_for(scene: Scene):
+    """The block a scene's closed loop is built and compiled in: without
+    symphys' component rewrites when a camera sensor puts a rendered image
+    into the loop (on a renderer's broadcasts they only cost time:
+    `symphys.camera.RENDER_REWRITES`); the step kernels stay fused."""
+    return rewrites.rewrites_only(None if not scene.sees_images else RENDER_REWRITES)
 
 
 def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, task=None, *,
@@ -151,7 +162,8 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
         return ("closed_loop_trajectory", scene.structure_key(), values, steps,
                 repr(controller), backend.value, rows)
 
-    fn = cached(key, build, backend, described)
+    with _rewrites_for(scene):
+        fn = cached(key, build, backend, described)
     task = np.zeros((rows, scene.n_targets)) if task is None else np.atleast_2d(task)
     outs = fn(task, *(weights[n] for n in controller.parameter_shapes()))
     names = scene.body_names

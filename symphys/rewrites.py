@@ -67,6 +67,8 @@ VERSION = 5
 
 _FORCED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("symphys_rewrites",
                                                                        default=None)
+_FORCED_REWRITES: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "symphys_rewrites_only", default=None)
 _BACKEND: contextvars.ContextVar[str | None] = contextvars.ContextVar("symphys_backend",
                                                                       default=None)
 
@@ -96,7 +98,8 @@ def enabled(backend=None) -> bool:
     """Whether graphs built and compiled now get symphys' rewrites: as
     `switched` forces, else the default of `backend` (or of the backend the
     graph is being built for, `for_backend`; True when none is named)."""
-    forced = _FORCED.get()
+    forced = _FORCED_REWRITES.get()
+    forced = _FORCED.get() if forced is None else forced
     if forced is not None:
         return forced
     backend = _BACKEND.get() if backend is None else backend
@@ -125,6 +128,18 @@ def switched(on: bool | None):
         yield
     finally:
         _FORCED.reset(token)
+
+
+@contextlib.contextmanager
+def rewrites_only(on: bool | None):
+    """Force symphys' rewrites on or off inside the block, as `switched`
+    does, leaving the fused step kernels at their default: for graphs the
+    component rewrites only slow down (a renderer's broadcasts)."""
+    token = _FORCED_REWRITES.set(None if on is None else bool(on))
+    try:
+        yield
+    finally:
+        _FORCED_REWRITES.reset(token)
 
 
 @contextlib.contextmanager

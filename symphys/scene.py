@@ -488,6 +488,11 @@ class Scene:
         return default_parameters(self)
 
     @property
+    def sees_images(self) -> bool:
+        """Whether a camera sensor puts a rendered image into the observations."""
+        return any(s.kind is SensorKind.CAMERA for s in self.sensors)
+
+    @property
     def has_rolling_friction(self) -> bool:
         """Whether contacts carry rolling-resistance rows (any value > 0)."""
         values = [b.rolling_friction for b in self.bodies]

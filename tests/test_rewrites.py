@@ -197,3 +197,28 @@ def test_backend_defaults_and_forcing():
         assert rewrites.TAG not in tags(backends.loop_mode())
     with rewrites.for_backend("jax"):              # loops built for jax
         assert rewrites.TAG not in tags(backends.loop_mode())
+
+
+def test_rewrites_only_leaves_the_kernels_fused():
+    assert rewrites.fused("numba")
+    with rewrites.rewrites_only(False):
+        assert not rewrites.enabled("numba") and rewrites.fused("numba")
+        with rewrites.for_backend("numba"):
+            assert rewrites.TAG not in set(backends.loop_mode().provided_optimizer.include)
+    with rewrites.switched(False), rewrites.rewrites_only(True):
+        assert rewrites.enabled("numba") and not rewrites.fused("numba")
+    assert rewrites.enabled("numba")
+
+
+def test_a_camera_sensor_turns_the_component_rewrites_off():
+    from symphys import closed_loop
+    from symphys.camera import RENDER_REWRITES
+    from symphys.experiments.pendulum_camera import camera_scene
+    from symphys.scene_io import load_scene
+
+    scene, ball = camera_scene(), load_scene("ball")
+    assert scene.sees_images and not ball.sees_images
+    with closed_loop._rewrites_for(scene):
+        assert rewrites.enabled("numba") is RENDER_REWRITES and rewrites.fused("numba")
+    with closed_loop._rewrites_for(ball):
+        assert rewrites.enabled("numba")
