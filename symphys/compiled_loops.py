@@ -281,11 +281,16 @@ def split_elementwise(fgraph) -> None:
 
 def _interpreted_inner(scan: Scan) -> Mode:
     """The mode of an interpreted loop's inner graph: the loop's own rewrites
-    less elementwise fusion, nested loops interpreted too, PyTensor's Python
-    VM."""
+    less elementwise fusion and in-place operations, nested loops
+    interpreted too, PyTensor's Python VM.
+
+    (In place, an outer loop's carried value could be written into the
+    storage of a nested loop's result, which the Python VM hands back to
+    that nested loop on its next call: the checkpointed reverse pass
+    then lost the leaves' gradients of every segment but the last.)"""
     base = Mode("cvm", "fast_run") if scan.mode in (None, "FAST_RUN") else get_mode(scan.mode)
     mode = Mode(linker=VMLinker(use_cloop=False, c_thunks=False),
-                optimizer=base.provided_optimizer).excluding("fusion")
+                optimizer=base.provided_optimizer).excluding("fusion", "inplace")
     return mode.register((RunLoops(Loops.INTERPRETED), POSITION))
 
 

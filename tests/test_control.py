@@ -15,9 +15,7 @@ from symphys.sensors import observe
 from symphys.timeloop import LoopOptions
 from scenes import ROD_LENGTH, drop, servo_pendulum
 
-# Closed-loop gradient graphs compile in about a minute on JAX (several on
-# Numba's cold cache); the pendulum's Numba path is covered in test_joints.
-BACKEND = "jax"
+BACKEND = "numba"
 TASK = np.array([[0.2], [0.4]])
 
 
