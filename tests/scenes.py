@@ -9,10 +9,9 @@ import numpy as np
 
 import symphys as sp
 
-# Analytic tests run on JAX: a cold Numba compile of a contact scene takes
-# minutes (10 min for the ball-drop gradient, README "Compile times") where
-# JAX takes under one. test_backends holds Numba to JAX and the C VM.
-BACKEND = "jax"
+# Analytic tests run on numba, the default backend (loops interpreted:
+# tests/conftest.py). test_backends holds it to JAX and the C VM.
+BACKEND = "numba"
 
 
 def flight():

@@ -11,8 +11,7 @@ parameter, so one compiled function serves every recovery test:
 - a carriage on a slider with a position servo: `servo.gain`.
 
 Data are simulated at perturbed "true" values and fitted from the scene's
-nominal ones (20-30% off). On JAX: the bench is articulated (see
-test_joints' ARTICULATED).
+nominal ones (20-30% off).
 """
 
 import json
@@ -25,7 +24,7 @@ from symphys import sysid
 from symphys.errors import DataError
 from symphys.recordings import read_recording, recording_from_arrays, write_recording
 
-BACKEND = "jax"
+BACKEND = "numba"
 DT, STEPS, EVERY = 0.005, 200, 10
 CHUNK = 128
 TILT = 0.6
@@ -35,7 +34,7 @@ FORCE, SERVO_TARGET = 2.0, 0.5
 COLUMNS = ("block.x", "rod.x", "rod.z", "cart.x", "carriage.x")
 # Every fit also fits the cart's start per segment (it slides along its rail,
 # so any start is consistent with the joint): all fits then share one
-# compiled function (a cold JAX compile of the bench takes minutes).
+# compiled function.
 SEGMENT_FIT = ["cart.position[0]", "cart.velocity[0]"]
 
 
@@ -273,7 +272,7 @@ def test_double_pendulum_experiment_quick_reads_other_data(tmp_path, capsys):
         shutil.copy(dp.DATA_DIR / f"{i}.csv.gz", data)
     js, png = tmp_path / "dp.json", tmp_path / "dp.png"
     assert main(["experiment", "double-pendulum-sysid", "--quick", "--no-progress",
-                 "--backend", "jax", "--data", str(data), "--json", str(js),
+                 "--backend", "numba", "--data", str(data), "--json", str(js),
                  "--plot", str(png)]) == 0
     doc = json.loads(js.read_text())
     m = doc["metrics"]
