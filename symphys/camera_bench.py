@@ -26,7 +26,7 @@ CAMERA = "front"
 BATCHES = (1, 16)
 BACKENDS = ("numba", "jax")
 REPEATS = 7
-TARGET_MS = 5.0            # issue 7: <= 5 ms per 288 x 96 image at batch 16
+TARGET_MS = 5.0            # <= 5 ms per 288 x 96 image at batch 16
 TARGET_BATCH = 16
 
 
@@ -137,7 +137,7 @@ def run_case(backend: str, batch: int, edges: str) -> dict:
 
 
 def target(rows: list[dict]) -> dict:
-    """Issue 7's target, met / not met / not measured: every backend's hard
+    """The camera target, met / not met / not measured: every backend's hard
     render at batch 16 within TARGET_MS per image."""
     name = f"camera 288x96 at batch {TARGET_BATCH}: render <= {TARGET_MS:g} ms per image"
     values = [r["forward_ms_per_image"] for r in rows

@@ -332,7 +332,7 @@ def test_fast_spinning_hinge_keeps_its_energy():
     angular momentum about the pivot and so raises the rate by about
     (m d^2 / I_p) t^2 / 6 = 2%, the energy twice that; from then on it
     holds. The first-order rotation update R + dt [w] R fed it energy until
-    it went NaN within a second (session 24)."""
+    it went NaN within a second."""
     rate, length, width, mass = 40.0, 0.6, 0.04, 0.1
     d = length / 2
     inertia = mass * (width ** 2 + length ** 2) / 12 + mass * d ** 2

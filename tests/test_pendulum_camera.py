@@ -72,7 +72,7 @@ def test_teacher_swings_up_and_balances_from_joint_states(teacher):
     assert np.allclose(states[:, 0, 1], init["cart.velocity"][:, 0])
     assert (a6.last_second(tip, scene.dt) < 0.01).all()
     # The kick off the hanging bar is one smooth push, not a command that
-    # flips sign every step (session 25: +0.40, -0.45, +0.87, -0.45, ...
+    # flips sign every step (+0.40, -0.45, +0.87, -0.45, ...
     # before the swing law read the decoupled rate).
     first = teacher.command(states[0, :20])
     assert first[0] == pytest.approx(teacher.kick) and (first > 0.2).all()

@@ -5,8 +5,8 @@ differentiated by central differences about the upright bar.
 The cart's position servo makes the cart's velocity follow
 gain x (command - rail position). While swinging, the command is an
 absolute cart target, so a camera student need not read the cart's
-position precisely (session 22's students could not: a target relative to
-the cart, x + v_des / gain, needs x to about 1 cm):
+position precisely (a target relative to the cart, x + v_des / gain,
+needs x to about 1 cm, which camera students did not reach):
 
     u = -A tanh(k (w cos(theta) - lead Omega sin(theta))) d + kick exp(-E / (0.02 E_top))
 
@@ -16,15 +16,14 @@ Furuta 2000), Omega the hanging bar's natural frequency and the kick
 moving the cart off a bar at rest. The target follows mostly the bar's
 angle (lead 5): w alone (lead 0) feeds the bar's reaction to the cart's
 own acceleration straight back and locked 5 of 16 starts into a fast
-small cycle (session 23: 11/16 balanced; lead 2: 15/16; lead 5: 16/16).
+small cycle (lead 0: 11/16 starts balanced; lead 2: 15/16; lead 5: 16/16).
 The swing (phase and energy) reads the bar's rate less its reaction to
 the cart's velocity, w - beta cos(theta) v (beta = m c / I,
 `BarModel.coupling`): the servo
 sets the cart's velocity within a step, and a jump dv turns the bar by
 beta cos(theta) dv at once, so a law reading w itself answered its own
 push the same step and flipped its command sign every step from rest
-(+0.40, -0.45, +0.87, -0.45, ...: labels no camera student can copy;
-session 25). Reading the decoupled rate, the kick is one smooth push and
+(+0.40, -0.45, +0.87, -0.45, ...: labels no camera student can copy). Reading the decoupled rate, the kick is one smooth push and
 the mean command change per step falls from 0.026 to 0.005 m.
 Inside a cone of half-angle `switch` about the upright, u = -K s. It
 reads the joint state s = [x, v, theta, w] (x, v: the rail's position and

@@ -13,8 +13,7 @@ all one differentiable graph. Loss: the bar tip's mean distance to
 (0, 0, 0.9) over 8 s.
 
 Descending that loss from a random network does not swing the bar up
-(sessions 20-21: open-loop commands and joint-state networks stalled at
-0.6-0.8 m; the gradient through 800 steps of a chaotic swing is no
+(open-loop commands and joint-state networks stalled at 0.6-0.8 m; the gradient through 800 steps of a chaotic swing is no
 guide). The run has three stages:
 
 1. teacher (`cartpole_teacher`): energy-pumping swing-up (absolute cart
@@ -27,8 +26,8 @@ guide). The run has three stages:
    by the teacher at the states it visits), round after round. Every
    round also adds fresh teacher rollouts driven with smooth command
    noise (DART, `supervisor_noise`), labelled with the clean commands:
-   a teacher that balances perfectly shows no recoveries. Session 26,
-   round 0 alone: fitted to clean rollouts (300 updates), the student
+   a teacher that balances perfectly shows no recoveries. Round 0
+   alone: fitted to clean rollouts (300 updates), the student
    started near the upright gave the same command whatever the bar's
    tilt and lost the bar within 0.4-0.9 s; fitted to noisy ones (900
    updates) it balanced 16 of 16 near-upright starts and 9 of 16
@@ -89,13 +88,13 @@ CHUNK, CHUNK_QUICK = (8, 40, 8), (2, 10, 2)
 IMITATION_RATE = 1e-3
 # Share of each batch's chunks that begin where their rollout began, every
 # step scored (`imitation`): the kick off a bar at rest lasts only the
-# first few steps, inside the burn-in of any other chunk (session 24's
-# first run: after round 1 no student moved the cart from the hanging start).
+# first few steps, inside the burn-in of any other chunk (without these
+# chunks, after round 1 no student moved the cart from the hanging start).
 START_SHARE = 0.25
 # Share of each batch's chunks that end inside the teacher's balance cone
-# (`Teacher.balancing`). Session 25's full run (0 here): as the students'
-# spinning rollouts filled the data, the balance law's share fell and the
-# kept student had dropped its feedback altogether.
+# (`Teacher.balancing`), kept at 0: in a full run with such a share, as the
+# students' spinning rollouts filled the data, the balance law's share fell
+# and the kept student had dropped its feedback altogether.
 BALANCE_SHARE = 0.0
 # Smooth command noise (std m, correlation time s) added to the teacher's
 # rollouts but not to its labels (DART; world 0, the hanging start the
@@ -110,8 +109,8 @@ NEAR_REST = 0.25                           # share of the worlds whose rates are
 # gives it hanging) is beyond anything the teacher does: a student rollout
 # is imitated up to its first such step (or its first non-finite one), so
 # the data holds the states where the student went wrong, not seconds of a
-# spinning bar. (Before session 24's exact rotation update, `rotate_by`, a
-# bar spun past ~30 rad/s by a bang-bang cart made the engine diverge.)
+# spinning bar. (Before the exact rotation update, `rotate_by`, a bar spun
+# past ~30 rad/s by a bang-bang cart made the engine diverge.)
 SPIN_LIMIT = 20.0
 EVALUATIONS, EVALUATIONS_QUICK = 10, 2     # fine-tuning updates on the A6 loss
 LEARNING_RATE = 1e-4
