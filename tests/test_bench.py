@@ -70,10 +70,11 @@ def test_ratios_and_target_verdicts():
     assert found[("numba rewrites on / off forward", "array")] == pytest.approx(0.25)
     assert found[("numba forward / mujoco mj_step", "quadruped")] == pytest.approx(0.5)
     verdicts = {t["target"]: t["status"] for t in bench.targets(rows, ratio_rows)}
-    assert verdicts["quadruped batch 128: forward+backward <= 4x forward"] == "not met"  # jax: 5x
+    assert verdicts["quadruped batch 128: forward+backward <= 3x forward"] == "not met"  # jax: 5x
     assert verdicts["numba within 1.5x of jax at batch >= 16 (forward and gradient)"] \
         == "not met"
-    assert verdicts["quadruped forward per world-step faster than MuJoCo's mj_step"] == "met"
+    assert verdicts["quadruped forward per world-step on numba at most MuJoCo's mj_step"] \
+        == "met"
     assert verdicts["quadruped value_and_grad on numba: cold compile <= 30 s"] == "not met"
     assert verdicts["quadruped value_and_grad on numba: warm compile <= 2 s"] == "not met"
     assert verdicts["quadruped value_and_grad on numba-interpreted: cold compile <= 30 s"] \
@@ -81,7 +82,7 @@ def test_ratios_and_target_verdicts():
     assert verdicts["quadruped value_and_grad on numba-interpreted: warm compile <= 2 s"] \
         == "met"
     assert verdicts["quadruped value_and_grad on cvm: cold compile <= 30 s"] == "not measured"
-    assert verdicts["sphere scene forward within 2x of the hand-written kernel"] \
+    assert verdicts["sphere scene forward within 1.5x of the hand-written kernel"] \
         == "not measured"
 
 
