@@ -29,13 +29,13 @@ scene's own item tables: padded bodies, parameters and rows, no padded items.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from symphys.algebra import EPS
+from symphys.algebra import EPS, Vec3
 from symphys.joints import joint_frame
+from symphys.model import principal_inertia
 from symphys.params import default_parameters
 from symphys.physics.kernels.layout import (BODY, INF, ITEM_COLUMNS, JOINT, JOINT_ROWS, MOTOR,
                                             STATE, WORLD, Bound, CONTACT_ROWS, Item,
@@ -61,23 +61,7 @@ def _quat_to_mat(q):
 
 
 def _inertia(shape: Shape, mass, radius, size, length):
-    """`model.principal_inertia`, same arithmetic."""
-    if shape is Shape.SPHERE:
-        i = 0.4 * mass * radius ** 2
-        return [i, i, i]
-    if shape is Shape.BOX:
-        c = mass / 12.0
-        return [c * (size[1] ** 2 + size[2] ** 2), c * (size[0] ** 2 + size[2] ** 2),
-                c * (size[0] ** 2 + size[1] ** 2)]
-    v_cyl = math.pi * radius ** 2 * length
-    v_sph = 4.0 / 3.0 * math.pi * radius ** 3
-    m_cyl = mass * v_cyl / (v_cyl + v_sph)
-    m_hemi = 0.5 * mass * v_sph / (v_cyl + v_sph)
-    d = 0.5 * length + 0.375 * radius
-    axial = 0.5 * m_cyl * radius ** 2 + 2 * 0.4 * m_hemi * radius ** 2
-    lateral = (m_cyl * (length ** 2 / 12.0 + radius ** 2 / 4.0)
-               + 2 * (83.0 / 320.0 * m_hemi * radius ** 2 + m_hemi * d ** 2))
-    return [lateral, lateral, axial]
+    return [float(c) for c in principal_inertia(shape, mass, radius, Vec3(*size), length)]
 
 
 def _matTvec(m, v):

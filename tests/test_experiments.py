@@ -163,12 +163,12 @@ def test_quadruped_speed_quick(tmp_path):
 
     doc, text = _run_quick("quadruped-speed", tmp_path, seconds=0.2, batches=(1, 2),
                            loops_kind=Loops.INTERPRETED)
-    cases = doc["extra"]["cases"]
+    cases = doc["cases"]
     assert {(c["controller"], c["parameters"]) for c in cases} == {
         ("linear", 1_296), ("deep", 1_147_904)}
     for c in cases:
         assert c["forward_speed_m_s"] == pytest.approx(c["gradient_speed_m_s"], abs=1e-12)
         assert c["gradient_ms_per_robot_step"] == pytest.approx(
             c["gradient_s"] / 20 / c["batch"] * 1e3)
-    assert doc["metrics"]["target_batch"] == 2 and doc["extra"]["loops"] == "interpreted"
+    assert doc["metrics"]["target_batch"] == 2 and doc["loops"] == "interpreted"
     assert "8.17 / 69.6" in text and "1.06 / 9.69" in text
