@@ -23,8 +23,9 @@ the cart's velocity, w - beta cos(theta) v (beta = m c / I,
 sets the cart's velocity within a step, and a jump dv turns the bar by
 beta cos(theta) dv at once, so a law reading w itself answered its own
 push the same step and flipped its command sign every step from rest
-(+0.40, -0.45, +0.87, -0.45, ...: labels no camera student can copy). Reading the decoupled rate, the kick is one smooth push and
-the mean command change per step falls from 0.026 to 0.005 m.
+(+0.40, -0.45, +0.87, -0.45, ...: labels no camera student can copy).
+Reading the decoupled rate, the kick is one smooth push and the mean
+command change per step falls from 0.026 to 0.005 m.
 Inside a cone of half-angle `switch` about the upright, u = -K s. It
 reads the joint state s = [x, v, theta, w] (x, v: the rail's position and
 rate; theta: the hinge angle, 0 hanging; w: its rate), which the vision

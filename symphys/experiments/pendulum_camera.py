@@ -13,8 +13,9 @@ all one differentiable graph. Loss: the bar tip's mean distance to
 (0, 0, 0.9) over 8 s.
 
 Descending that loss from a random network does not swing the bar up
-(open-loop commands and joint-state networks stalled at 0.6-0.8 m; the gradient through 800 steps of a chaotic swing is no
-guide). The run has three stages:
+(open-loop commands and joint-state networks stalled at 0.6-0.8 m; the
+gradient through 800 steps of a chaotic swing is no guide). The run has
+three stages:
 
 1. teacher (`cartpole_teacher`): energy-pumping swing-up (absolute cart
    targets that follow mostly the bar's angle) and an LQR

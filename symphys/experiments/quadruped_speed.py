@@ -203,9 +203,9 @@ def report(result: ExperimentResult) -> str:
             for r in result.extra["cases"]]
     p, m = result.paper, result.metrics
     return (table(head, rows)
-            + f"\nms per robot-step (one robot's time step: a batch's step time / batch); "
+            + "\nms per robot-step (one robot's time step: a batch's step time / batch); "
             + f"simulated: {result.extra['seconds_simulated']:.1f} s per run"
-            + f"\npaper: Table 1 (Theano), i7-5930K CPU / GTX 1080 GPU; backward about "
+            + "\npaper: Table 1 (Theano), i7-5930K CPU / GTX 1080 GPU; backward about "
             + f"{p['backward_over_forward']:.0f}x forward"
             + f"\ntargets at batch {m['target_batch']}: gradient <= "
             + f"{TARGETS['gradient_over_forward']}x forward: "
