@@ -217,30 +217,29 @@ def report(result: ExperimentResult) -> str:
 
 
 def plot(result: ExperimentResult, path: str) -> None:
+    """ms per robot-step against batch: ours (lines) and Table 1 (CPU: filled
+    markers, GPU: open), forward and gradient side by side."""
     plt = pyplot()
     cases = result.extra["cases"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for be in sorted({r["backend"] for r in cases}):
-        for name, marker in (("linear", "o"), ("deep", "s")):
-            sel = [r for r in cases if r["backend"] == be and r["controller"] == name]
-            if not sel:
-                continue
-            b = [r["batch"] for r in sel]
-            line, = ax.loglog(b, [r["gradient_s"] for r in sel], marker=marker,
-                              label=f"{be} {name}: gradient")
-            ax.loglog(b, [r["forward_s"] for r in sel], marker=marker, ls=":",
-                      color=line.get_color(), label=f"{be} {name}: forward")
-    p = result.paper
-    if abs(result.extra["seconds_simulated"] - SECONDS) < 1e-9:
-        # The paper's single-robot gradients are of 10 s of simulation too.
-        ax.loglog([1], [p["single_robot_gradient_cpu_s"]], "k*", ms=11,
-                  label="paper: one robot's gradient, CPU (Theano)")
-        ax.loglog([1], [p["single_robot_gradient_gpu_s"]], "k^", ms=8,
-                  label="paper: one robot's gradient, GTX 1080")
-    ax.set_xlabel("batch (robots simulated side by side)")
-    ax.set_ylabel(f"seconds per {result.extra['seconds_simulated']:.1f} s of simulation")
-    ax.set_title("A2 quadruped: forward and gradient cost")
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    for ax, mode in zip(axes, ("forward", "gradient")):
+        for name, marker, colour in (("linear", "o", "tab:blue"), ("deep", "s", "tab:orange")):
+            for be, ls in zip(sorted({r["backend"] for r in cases}), ("-", "--")):
+                sel = [r for r in cases if r["backend"] == be and r["controller"] == name]
+                if sel:
+                    ax.loglog([r["batch"] for r in sel],
+                              [r[f"{mode}_ms_per_robot_step"] for r in sel], marker=marker,
+                              ls=ls, color=colour, label=f"{be}, {name}")
+            paper = [(b, v) for (m, b, c), v in TABLE1.items() if m == mode and c == name]
+            for device, k, fill in (("CPU", 0, colour), ("GPU", 1, "none")):
+                if paper:
+                    ax.loglog([b for b, _ in paper], [v[k] for _, v in paper], marker,
+                              ms=10, mfc=fill, mec=colour, ls="none",
+                              label=f"paper {device}, {name}")
+        ax.set_title(f"{mode} (A2 quadruped, {result.extra['seconds_simulated']:.0f} s runs)")
+        ax.set_xlabel("batch (robots simulated side by side)")
+    axes[0].set_ylabel("ms per robot-step")
+    axes[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
