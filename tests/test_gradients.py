@@ -4,8 +4,8 @@ Each scene compiles one value-and-gradient function on numba, the default
 backend: the fused step kernels and their hand-written pullbacks (the
 reference graph is checked against them in test_kernels_reference.py, the
 backends against each other in test_backends.py). The same function
-supplies the finite-difference values. Parameters are
-chosen away from contact events (smooth regions).
+supplies the finite-difference values. Parameters are chosen away from
+contact events (smooth regions).
 """
 
 import numpy as np
