@@ -462,11 +462,22 @@ def targets(rows: list[dict], ratio_rows: list[dict]) -> list[dict]:
                  and r["what"] == "numba forward / mujoco mj_step"], lambda v: v <= 1),
     ] + [target for backend in BACKENDS for target in (
         verdict(f"quadruped value_and_grad on {backend}: cold compile <= 30 s",
-                [r["compile_cold_s"] for r in quad if r["backend"] == backend],
-                lambda v: v <= 30),
+                _value_and_grad_compile(quad, backend, "cold"), lambda v: v <= 30),
         verdict(f"quadruped value_and_grad on {backend}: warm compile <= 2 s",
-                [r["compile_warm_s"] for r in quad if r["backend"] == backend],
-                lambda v: v <= 2))]
+                _value_and_grad_compile(quad, backend, "warm"), lambda v: v <= 2))]
+
+
+def _value_and_grad_compile(rows: list[dict], backend: str, which: str) -> list[float]:
+    """Seconds to compile a scene's value and gradient functions (the
+    forward's figure holds the kernels, compiled with it), at the smallest
+    batch measured on `backend`: at large batches the figure is a long
+    first call less a median call, mostly noise."""
+    rows = [r for r in rows if r["backend"] == backend]
+    if not rows:
+        return []
+    smallest = min(r["batch"] for r in rows)
+    return [r[f"compile_forward_{which}_s"] + r[f"compile_{which}_s"]
+            for r in rows if r["batch"] == smallest]
 
 
 def _case_key(row) -> tuple:
@@ -501,11 +512,13 @@ def print_report(doc: dict) -> None:
     from symphys.experiments.common import table
 
     head = ["scene", "B", "backend", "rewrites", "fwd ns/world-step", "grad ns/world-step",
-            "grad/fwd", "compile cold s", "warm s", "peak MB"]
+            "grad/fwd", "compile cold s (fwd+grad)", "warm s", "peak MB"]
     body = [[r["scene"], r["batch"], r["backend"], "on" if r["rewrites"] else "off",
              f"{r['forward_ns_per_world_step']:.0f}", f"{r['gradient_ns_per_world_step']:.0f}",
-             f"{r['gradient_over_forward']:.1f}", f"{r['compile_cold_s']:.1f}",
-             f"{r['compile_warm_s']:.1f}", f"{r['peak_mb']:.0f}"]
+             f"{r['gradient_over_forward']:.1f}",
+             f"{r['compile_forward_cold_s']:.1f}+{r['compile_cold_s']:.1f}",
+             f"{r['compile_forward_warm_s']:.1f}+{r['compile_warm_s']:.1f}",
+             f"{r['peak_mb']:.0f}"]
             for r in sorted(doc["rows"], key=_case_key)]
     if body:
         print(table(head, body))
