@@ -12,7 +12,7 @@ NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("SYMPHYS_NOTEBOOK_QUICK", "1")
-    monkeypatch.setenv("SYMPHYS_NOTEBOOK_BACKEND", "jax")
+    monkeypatch.setenv("SYMPHYS_NOTEBOOK_BACKEND", "numba")
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=1800, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
