@@ -131,7 +131,7 @@ def _rewrites_for(scene: Scene):
     symphys' component rewrites when a camera sensor puts a rendered image
     into the loop (on a renderer's broadcasts they only cost time:
     `symphys.camera.RENDER_REWRITES`); the step kernels stay fused."""
-    return rewrites.rewrites_only(None if not scene.sees_images else RENDER_REWRITES)
+    return rewrites.rewrites_only(RENDER_REWRITES if scene.sees_images else None)
 
 
 def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, task=None, *,

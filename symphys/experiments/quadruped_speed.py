@@ -40,13 +40,14 @@ SECONDS, SECONDS_QUICK = 10.0, 1.0
 BATCHES, BATCHES_QUICK = (1, 8, 32, 128), (1,)
 BACKENDS, BACKENDS_QUICK = ("numba", "jax"), ("numba",)
 REPEATS, REPEATS_QUICK = 3, 1
-PAPER = {"backward_over_forward": 10.0, "single_robot_gradient_cpu_s": 8.17,
-         "single_robot_gradient_gpu_s": 69.6, "batch128_ms_per_step_gpu": 1.01}
 # Table 1: ms per time step of one robot, (mode, batch, controller) ->
 # (CPU, GPU). The single-robot row does not name its controller.
 TABLE1 = {("gradient", 128, "linear"): (2.05, 1.00), ("gradient", 128, "deep"): (2.43, 1.01),
           ("forward", 128, "linear"): (0.372, 0.139), ("forward", 128, "deep"): (0.394, 0.143),
           ("gradient", 1, "linear"): (8.17, 69.6), ("forward", 1, "linear"): (1.06, 9.69)}
+PAPER = {"backward_over_forward": 10.0,
+         "table1_ms_per_robot_step": {f"{m} batch {b} {c}": {"cpu": cpu, "gpu": gpu}
+                                      for (m, b, c), (cpu, gpu) in TABLE1.items()}}
 TARGETS = {"gradient_over_forward": 3.0, "deep_over_linear": 1.3}
 
 
