@@ -169,7 +169,25 @@ class _StepGraph:
                + [self.leaves[k] for k in self.wrt_leaves])
         grads = pytensor.grad(total, wrt, disconnected_inputs="ignore",
                               return_disconnected="zero")
+        if self.reverse is Reverse.RECOMPUTE and self.passed:
+            grads = clone_replace(list(grads), replace={v: p for v, p, _ in self.passed})
         return cot, list(grads)
+
+    @functools.cached_property
+    def passed(self) -> list:
+        """[(variable, its probe in the VJP, how to read it from the step's
+        outputs)] for the values that a step output's Op holds unchanged
+        (`StageOp.passed_inputs`: the solved velocities in the next state),
+        so that a reverse step, which knows the outputs, does not compute
+        them again."""
+        found = []
+        for k, o in enumerate(self.out):
+            op = o.owner.op if o.owner is not None else None
+            if hasattr(op, "passed_inputs"):
+                for v, position, a, b in op.passed_inputs(o.owner):
+                    if o.owner.outputs[position] is o:
+                        found.append((v, v.type(), (k, a, b)))
+        return found
 
     @functools.cached_property
     def residuals(self) -> list:
@@ -186,11 +204,14 @@ class _StepGraph:
         return inline_loops(clone_replace(self.out + self.residuals,
                                           replace=self._inputs(state, leaves)))
 
-    def vjp(self, state, leaves, residuals, cotangent) -> list:
-        """The VJP's graph for one step (its inner loops inlined)."""
+    def vjp(self, state, leaves, residuals, cotangent, next_state) -> list:
+        """The VJP's graph for one step (its inner loops inlined), given
+        the state after the step too (what the step's outputs are)."""
         cot, grads = self._vjp
         replace = self._inputs(state, leaves) | dict(zip(self.residuals, residuals))
         replace |= dict(zip(cot, cotangent))
+        if self.reverse is Reverse.RECOMPUTE:
+            replace |= {p: next_state[k][..., a:b] for _, p, (k, a, b) in self.passed}
         return inline_loops(clone_replace(grads, replace=replace))
 
     def _inputs(self, state, leaves) -> dict:
@@ -311,13 +332,14 @@ def _adjoint(step: _StepGraph, state0, leaves, n_steps, outputs, residuals, cota
         i = len(index)
         t = args[0] if index else None
         s_t = list(args[i:i + n_state]); i += n_state
+        s_next = list(args[i:i + n_state]); i += n_state
         r_t = list(args[i:i + n_res]); i += n_res
         g_t = list(args[i:i + n_state]); i += n_state
         adj = list(args[i:i + n_state]); i += n_state
         acc = list(args[i:i + n_leaves]); i += n_leaves
         lv = list(args[i:i + n_leaves])
         a_next = [a + g for a, g in zip(adj, g_t)]        # cotangent of s_{t+1}
-        grads = step.vjp(s_t, lv, r_t, a_next)
+        grads = step.vjp(s_t, lv, r_t, a_next, s_next)
         n_wrt = len(step.wrt_state)
         back = [pt.zeros_like(s) for s in s_t]
         for k, g in zip(step.wrt_state, grads[:n_wrt]):
@@ -334,7 +356,8 @@ def _adjoint(step: _StepGraph, state0, leaves, n_steps, outputs, residuals, cota
 
     init = [pt.zeros_like(s) for s in state0] + [pt.zeros_like(lf) for lf in leaves]
     res = _scan(body, f"{name}_adjoint",
-                sequences=index + [b[::-1] for b in before] + [r[::-1] for r in residuals]
+                sequences=index + [b[::-1] for b in before] + [o[::-1] for o in outputs]
+                + [r[::-1] for r in residuals]
                 + [c[::-1] for c in cots],
                 outputs_info=init, non_sequences=list(leaves), n_steps=n_steps)
     return [r[-1] for r in res]

@@ -14,7 +14,7 @@ from symphys.contacts import ContactKind
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
 
-jit = vn.jit
+jit, leaf = vn.jit, vn.leaf
 SPHERE_GROUND = CONTACT_CODES[ContactKind.SPHERE_GROUND]
 BOX_GROUND = CONTACT_CODES[ContactKind.BOX_GROUND]
 CAPSULE_GROUND = CONTACT_CODES[ContactKind.CAPSULE_GROUND]
@@ -27,18 +27,18 @@ UP = (0.0, 0.0, 1.0)
 ZERO = (0.0, 0.0, 0.0)
 
 
-@jit
+@leaf
 def position(s, i):
     return (s[i, X], s[i, X + 1], s[i, X + 2])
 
 
-@jit
+@leaf
 def rotation(s, i):
     return (s[i, R], s[i, R + 1], s[i, R + 2], s[i, R + 3], s[i, R + 4], s[i, R + 5],
             s[i, R + 6], s[i, R + 7], s[i, R + 8])
 
 
-@jit
+@leaf
 def _round_pair(nearest_a, xa, xb, r_a, r_b):
     """Two rounded shapes: a's closest core point to b's centre."""
     unit, dist = vn.normalize(vn.sub(nearest_a, xb))
@@ -47,7 +47,7 @@ def _round_pair(nearest_a, xa, xb, r_a, r_b):
     return gap, n, vn.sub(vn.sub(nearest_a, vn.scale(n, r_a)), xa), vn.scale(n, r_b)
 
 
-@jit
+@leaf
 def sphere_box_local(xa, r, xb, rot, h):
     """The sphere's centre in the box's frame and what the contact reads
     from it: (d = xa - xb, local = R^T d, local less its clamp into the box,
@@ -70,7 +70,7 @@ def sphere_box_local(xa, r, xb, rot, h):
     return d, local, diff, dist, face, sgn, n_local, -pen[face] - r
 
 
-@jit
+@leaf
 def _sphere_box(xa, r, xb, rot, h):
     n_local, gap = sphere_box_local(xa, r, xb, rot, h)[6:]
     n = vn.matvec(rot, n_local)
@@ -78,7 +78,7 @@ def _sphere_box(xa, r, xb, rot, h):
     return gap, n, vn.scale(n, -r), rb
 
 
-@jit
+@leaf
 def geometry(kind, point, a, b, s, body, height):
     """(gap, normal, ra, rb) of one contact point; rb is zero for the
     ground."""
@@ -118,7 +118,7 @@ def geometry(kind, point, a, b, s, body, height):
     return _sphere_box(xa, pa[RADIUS], xb, rotation(s, b), h)
 
 
-@jit
+@leaf
 def tangent_basis(n):
     """Two unit tangents orthogonal to the unit normal n (`algebra.tangent_basis`)."""
     helper = (1.0, 0.0, 0.0) if abs(n[0]) < 0.57 else (0.0, 1.0, 0.0)
@@ -126,7 +126,7 @@ def tangent_basis(n):
     return t1, vn.cross(n, t1)
 
 
-@jit
+@leaf
 def impact_fraction(gap, vn0, dt):
     """(reaches, tau) of `solver.impact_fraction`."""
     approach = -vn0 * dt

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import inspect
 import os
 import subprocess
@@ -84,15 +85,61 @@ def call_entry(typingctx, key, ptrs, shapes, params, keep):
             fresh = builder.inttoptr(address, byte_ptr)
             builder.store_atomic(fresh, slot, "release", 64)
             builder.store(fresh, pointer)
-        intp = context.get_value_type(types.intp)
-        fnty = ir.FunctionType(ir.VoidType(), [intp, intp, intp])
-        target = builder.bitcast(builder.load(pointer), fnty.as_pointer())
-        addresses = [builder.ptrtoint(context.make_array(t)(context, builder, v).data, intp)
-                     for t, v in zip(sig.args[1:4], args[1:4])]
-        builder.call(target, addresses)
-        return context.get_dummy_value()
+        return _call_pointer(context, builder, builder.load(pointer), sig.args[1:4], args[1:4])
 
     return types.none(key, ptrs, shapes, params, keep), codegen
+
+
+def _call_pointer(context, builder, target, array_types, arrays):
+    """Emit the call of the entry at `target` (a pointer) with the data
+    addresses of the three arrays (ptrs, shapes, params)."""
+    intp = context.get_value_type(types.intp)
+    fnty = ir.FunctionType(ir.VoidType(), [intp, intp, intp])
+    target = builder.bitcast(target, fnty.as_pointer())
+    addresses = [builder.ptrtoint(context.make_array(t)(context, builder, v).data, intp)
+                 for t, v in zip(array_types, arrays)]
+    builder.call(target, addresses)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def _call_address(typingctx, address, ptrs, shapes, params):
+    """Call the entry at the integer `address` (see `call_entry`)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        target = builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+        return _call_pointer(context, builder, target, sig.args[1:], args[1:])
+
+    return types.none(address, ptrs, shapes, params), codegen
+
+
+# A NumPy array object starts with PyObject_HEAD (two words), then its data
+# pointer, its number of dimensions (a C int) and a pointer to its shape:
+# the layout NumPy's inline accessors (PyArray_DATA, PyArray_NDIM,
+# PyArray_DIMS) compile into every extension module. `_check_layout` checks
+# it once per process; the Python fallback reads `__array_interface__`.
+_DATA_WORD, _NDIM_WORD, _DIMS_WORD = 2, 3, 4
+
+
+@numba.njit(cache=True)
+def _run_entry(address, objects, params):
+    """Call the entry at `address` on the arrays whose object addresses
+    (`id`) are `objects` (n,) (C-contiguous: the kernel's inputs, then its
+    outputs; kept alive by the caller), reading their data pointers and
+    shapes from the array objects."""
+    n = objects.shape[0]
+    ptrs = np.empty(n, np.intp)
+    shapes = np.zeros((n, MAX_NDIM), np.intp)
+    for k in range(n):
+        head = numba.carray(_voidptr(objects[k]), (_DIMS_WORD + 1,), np.intp)
+        ndim = numba.carray(_voidptr(objects[k] + 8 * _NDIM_WORD), (1,), np.int32)[0]
+        dims = numba.carray(_voidptr(head[_DIMS_WORD]), (ndim,), np.intp)
+        ptrs[k] = head[_DATA_WORD]
+        for d in range(ndim):
+            shapes[k, d] = dims[d]
+    _call_address(address, ptrs, shapes, params)
 
 
 def only(x):
@@ -359,8 +406,7 @@ class _Plan:
     def __init__(self, stage, is_grad: bool, params: tuple):
         args, results = _signature(stage, is_grad)
         key = entry_key(stage, is_grad, param_kinds(stage.name, stage.params, params))
-        self.fn = ctypes.CFUNCTYPE(None, ctypes.c_ssize_t, ctypes.c_ssize_t,
-                                   ctypes.c_ssize_t)(entry_address(key))
+        self.address = entry_address(key)
         self.arg_dtypes = [np.dtype(dtype) for _, dtype in args]
         self.result_dtypes = [np.dtype(dtype) for _, dtype in results]
         self.params = np.array([float(v) for v in params] or [0.0], np.float64)
@@ -371,21 +417,44 @@ def call_from_python(stage, is_grad: bool, params: tuple, arrays: list,
     """Run the entry of `stage`'s kernel from Python: `arrays` (the kernel's
     array arguments, made contiguous of their declared dtypes here) in, fresh
     arrays of `out_shapes` out. The kernel is the one the compiled callers
-    use, so running a graph in PyTensor's Python VM compiles nothing more."""
+    use, so running a graph in PyTensor's Python VM compiles nothing more
+    (but `_run_entry`, once per machine)."""
     plan_key = (stage.module, stage.name, is_grad, params)
     plan = _PLANS.get(plan_key)
     if plan is None:
         plan = _PLANS[plan_key] = _Plan(stage, is_grad, params)
-    arrays = [a if a.flags.c_contiguous and a.dtype == dtype
+    arrays = [a if a.dtype is dtype and a.flags.c_contiguous
               else np.ascontiguousarray(a, dtype=dtype)
               for a, dtype in zip(arrays, plan.arg_dtypes)]
     outs = [np.empty(shape, dtype) for shape, dtype in zip(out_shapes, plan.result_dtypes)]
     everything = arrays + outs
-    ptrs = np.array([a.__array_interface__["data"][0] for a in everything], np.intp)
-    shapes = np.array([a.shape + (0,) * (MAX_NDIM - a.ndim) for a in everything], np.intp)
-    plan.fn(ptrs.__array_interface__["data"][0], shapes.__array_interface__["data"][0],
-            plan.params.__array_interface__["data"][0])
+    if _layout_known():
+        _run_entry(plan.address, np.array([id(a) for a in everything], np.intp), plan.params)
+    else:
+        ptrs = np.array([a.__array_interface__["data"][0] for a in everything], np.intp)
+        shapes = np.array([a.shape + (0,) * (MAX_NDIM - a.ndim) for a in everything], np.intp)
+        _call_arrays(plan.address, ptrs, shapes, plan.params)
     return outs
+
+
+@numba.njit(cache=True)
+def _call_arrays(address, ptrs, shapes, params):
+    _call_address(address, ptrs, shapes, params)
+
+
+@functools.lru_cache(maxsize=None)
+def _layout_known() -> bool:
+    """Whether this NumPy's array objects have the layout `_run_entry` reads."""
+    probe = np.zeros((2, 3, 5))[:, :2]
+    word = ctypes.sizeof(ctypes.c_void_p)
+    if word != 8:
+        return False
+    base = id(probe)
+    dims = ctypes.c_void_p.from_address(base + word * _DIMS_WORD).value
+    return (ctypes.c_void_p.from_address(base + word * _DATA_WORD).value
+            == probe.__array_interface__["data"][0]
+            and ctypes.c_int.from_address(base + word * _NDIM_WORD).value == probe.ndim
+            and tuple((ctypes.c_ssize_t * 3).from_address(dims)) == probe.shape)
 
 
 @numba.njit(cache=True)

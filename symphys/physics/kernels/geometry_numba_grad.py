@@ -20,7 +20,7 @@ from symphys.physics.kernels.joints_numba import (ANCHOR_A, ANCHOR_B, DA, DB, FR
 from symphys.physics.kernels.layout import BODY, STATE
 from symphys.physics.kernels.solve_numba_grad import rotation_coefficients_grad
 
-jit = vn.jit
+jit, leaf = vn.jit, vn.leaf
 X, R = STATE.at("position"), STATE.at("rotation")
 INV_MASS = BODY.at("inv_mass")
 RADIUS, HALF_SIZE, HALF_LENGTH = BODY.at("radius"), BODY.at("half_size"), BODY.at("half_length")
@@ -29,13 +29,13 @@ P_RA, P_RB, P_ERR, P_WA, P_WB = 0, 1, 2, 3, 4
 
 # ------------------------------------------------------------ vector adjoints
 
-@jit
+@leaf
 def cross_vjp(a, b, g):
     """(g_a, g_b) of c = a x b."""
     return vn.cross(b, g), vn.cross(g, a)
 
 
-@jit
+@leaf
 def normalize_vjp(a, g_unit, g_norm):
     """g_a of (unit, norm) = `vn.normalize(a)` (0 where the forward is
     constant: below EPS)."""
@@ -51,7 +51,7 @@ def normalize_vjp(a, g_unit, g_norm):
     return g_a
 
 
-@jit
+@leaf
 def clip_vjp(x, lo, hi, g):
     """(g_x, g_lo, g_hi) of `vn.clip(x, lo, hi)`."""
     if x < lo:
@@ -61,7 +61,7 @@ def clip_vjp(x, lo, hi, g):
     return g, 0.0, 0.0
 
 
-@jit
+@leaf
 def add_outer(arr, i, at, u, v):
     """arr[i, at + 3 r + c] += u[r] v[c] (a rotation's cotangent)."""
     for r in range(3):
@@ -69,7 +69,7 @@ def add_outer(arr, i, at, u, v):
             arr[i, at + 3 * r + c] += u[r] * v[c]
 
 
-@jit
+@leaf
 def add_column(gp, p, k, v):
     """Column k of the 9-vector gp[p] += v."""
     gp[p, k] += v[0]
@@ -77,19 +77,19 @@ def add_column(gp, p, k, v):
     gp[p, 6 + k] += v[2]
 
 
-@jit
+@leaf
 def add3(gp, p, v):
     gp[p, 0] += v[0]
     gp[p, 1] += v[1]
     gp[p, 2] += v[2]
 
 
-@jit
+@leaf
 def get3(gp, p):
     return (gp[p, 0], gp[p, 1], gp[p, 2])
 
 
-@jit
+@leaf
 def get9(gp, p):
     return (gp[p, 0], gp[p, 1], gp[p, 2], gp[p, 3], gp[p, 4], gp[p, 5], gp[p, 6], gp[p, 7],
             gp[p, 8])
@@ -97,13 +97,13 @@ def get9(gp, p):
 
 # ------------------------------------------------------------------ row adjoints
 
-@jit
+@leaf
 def _iw(inv_i, i):
     return (inv_i[i, 0], inv_i[i, 1], inv_i[i, 2], inv_i[i, 3], inv_i[i, 4], inv_i[i, 5],
             inv_i[i, 6], inv_i[i, 7], inv_i[i, 8])
 
 
-@jit
+@leaf
 def side_acc(lin, ang, inv_m, inv_i, i):
     """`joints_numba._side`'s return value (same order of operations)."""
     dw = vn.matvec(_iw(inv_i, i), ang)
@@ -115,7 +115,7 @@ def side_acc(lin, ang, inv_m, inv_i, i):
     return acc
 
 
-@jit
+@leaf
 def side_vjp(g_row, jac_at, dir_at, lin, ang, inv_m, inv_i, i, g_acc, g_inv_i):
     """(g_lin, g_ang, g_inv_m) of `joints_numba._side`, given the cotangents
     of the row entries it wrote (g_row) and of its return value; adds the
@@ -139,7 +139,7 @@ def side_vjp(g_row, jac_at, dir_at, lin, ang, inv_m, inv_i, i, g_acc, g_inv_i):
     return g_lin, g_ang, vn.dot(g_dl, lin)
 
 
-@jit
+@leaf
 def _inv_eff_vjp(inv_eff, g_m):
     """Cotangent of inv_eff in m = safe_div(1, inv_eff)."""
     if abs(inv_eff) > vn.EPS:
@@ -147,7 +147,7 @@ def _inv_eff_vjp(inv_eff, g_m):
     return 0.0
 
 
-@jit
+@leaf
 def point_row_vjp(g_row, g_m, d, ra, rb, a, b, body, inv_i, g_body, g_inv_i):
     """(g_d, g_ra, g_rb) of `joints_numba.point_row` (g_m: its returned
     effective mass's cotangent); inverse masses' cotangents go to g_body."""
@@ -174,7 +174,7 @@ def point_row_vjp(g_row, g_m, d, ra, rb, a, b, body, inv_i, g_body, g_inv_i):
     return g_d, g_ra, g_rb
 
 
-@jit
+@leaf
 def angular_row_vjp(g_row, g_m, d, a, b, inv_i, g_inv_i):
     """g_d of `joints_numba.angular_row`."""
     zero = (0.0, 0.0, 0.0)
@@ -190,7 +190,7 @@ def angular_row_vjp(g_row, g_m, d, a, b, inv_i, g_inv_i):
     return g_d
 
 
-@jit
+@leaf
 def axis_row_vjp(g_row, g_m, kind, d, pose, a, b, body, inv_i, g_body, g_inv_i, gp):
     """g_d of `joints_numba.axis_row`; the lever arms' cotangents go to gp."""
     if kind == HINGE or kind == UNIVERSAL:
@@ -204,7 +204,7 @@ def axis_row_vjp(g_row, g_m, kind, d, pose, a, b, body, inv_i, g_body, g_inv_i, 
 
 # ------------------------------------------------------------ contact geometry
 
-@jit
+@leaf
 def _round_pair_vjp(nearest_a, xb, r_a, r_b, g_gap, g_n, g_ra, g_rb):
     """(g_nearest, g_xa, g_xb, g_r_a, g_r_b) of `contacts_numba._round_pair`."""
     diff = vn.sub(nearest_a, xb)
@@ -219,7 +219,7 @@ def _round_pair_vjp(nearest_a, xb, r_a, r_b, g_gap, g_n, g_ra, g_rb):
     return g_nearest, vn.scale(g_ra, -1.0), vn.scale(g_diff, -1.0), g_r_a, g_r_b
 
 
-@jit
+@leaf
 def _sphere_box_vjp(xa, r, xb, rot, h, g_gap, g_n, g_ra, g_rb):
     """(g_xa, g_xb, g_rot, g_h, g_r) of `contacts_numba._sphere_box`; g_rot
     as a 9-tuple."""
@@ -267,7 +267,7 @@ def _sphere_box_vjp(xa, r, xb, rot, h, g_gap, g_n, g_ra, g_rb):
     return vn.add(g_xa, g_d), vn.sub(g_xb, g_d), g_rot, g_h, g_r
 
 
-@jit
+@leaf
 def geometry_vjp(kind, point, a, b, s, body, g_gap, g_n, g_ra, g_rb, g_s, g_body):
     """Pullback of `contacts_numba.geometry`: adds into g_s (N, 18) and
     g_body (N, BODY.width); returns the ground height's cotangent."""
@@ -346,7 +346,7 @@ def geometry_vjp(kind, point, a, b, s, body, g_gap, g_n, g_ra, g_rb, g_s, g_body
     return 0.0
 
 
-@jit
+@leaf
 def tangent_basis_vjp(n, g_t1, g_t2):
     """g_n of `contacts_numba.tangent_basis`."""
     helper = (1.0, 0.0, 0.0) if abs(n[0]) < 0.57 else (0.0, 1.0, 0.0)
@@ -363,7 +363,7 @@ def tangent_basis_vjp(n, g_t1, g_t2):
 
 # ----------------------------------------------------------------- joint poses
 
-@jit
+@leaf
 def joint_pose_vjp(s, jp, a, b, gp, g_s, g_jp):
     """Pullback of `joints_numba.joint_pose` of the cotangents gp (5, 9):
     adds into g_s (N, 18) and g_jp (JOINT.width,)."""
@@ -411,7 +411,7 @@ def joint_pose_vjp(s, jp, a, b, gp, g_s, g_jp):
         g_jp[FRAME_B + k] += gf[k]
 
 
-@jit
+@leaf
 def _atan2_vjp(y, x, g):
     r2 = x * x + y * y
     if r2 > 0:
@@ -419,7 +419,7 @@ def _atan2_vjp(y, x, g):
     return 0.0, 0.0
 
 
-@jit
+@leaf
 def coordinate_vjp(kind, axis, pose, g, gp):
     """Adds the cotangents of `joints_numba.coordinate`'s inputs (error,
     Wa, Wb) into gp, given the coordinate's cotangent g."""
@@ -445,7 +445,7 @@ def coordinate_vjp(kind, axis, pose, g, gp):
         add_column(gp, P_WB, 0, vn.scale(pose[2], g))
 
 
-@jit
+@leaf
 def _beyond_first_order_vjp(w, r, dt, g):
     """(g_w, g_r) of `joints_numba._beyond_first_order`."""
     sinc, cosc = vn.rotation_coefficients(vn.scale(w, dt))
@@ -465,7 +465,7 @@ def _beyond_first_order_vjp(w, r, dt, g):
     return g_w, g_r
 
 
-@jit
+@leaf
 def drift_vjp(vel, a, b, ra, rb, dt, g, g_vel, gp):
     """Pullback of `joints_numba.drift`: the angular velocities' cotangents
     go to g_vel (N, 6), the lever arms' to gp."""

@@ -14,7 +14,7 @@ from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, JOINT, JOINT_CODES, ROW
 from symphys.scene import JointType
 
-jit = vn.jit
+jit, leaf = vn.jit, vn.leaf
 JA, JB, DA, DB = ROW.at("jac_a"), ROW.at("jac_b"), ROW.at("dir_a"), ROW.at("dir_b")
 INV_MASS = BODY.at("inv_mass")
 ANCHOR_A, ANCHOR_B = JOINT.at("anchor_a"), JOINT.at("anchor_b")
@@ -22,7 +22,7 @@ FRAME_A, FRAME_B = JOINT.at("frame_a"), JOINT.at("frame_b")
 HINGE, UNIVERSAL = JOINT_CODES[JointType.HINGE], JOINT_CODES[JointType.UNIVERSAL]
 
 
-@jit
+@leaf
 def _side(row, jac_at, dir_at, lin, ang, inv_m, inv_i, i):
     """Write one side's J = [lin, ang] and M^-1 J^T; return J . M^-1 J^T."""
     iw = (inv_i[i, 0], inv_i[i, 1], inv_i[i, 2], inv_i[i, 3], inv_i[i, 4], inv_i[i, 5],
@@ -39,7 +39,7 @@ def _side(row, jac_at, dir_at, lin, ang, inv_m, inv_i, i):
     return acc
 
 
-@jit
+@leaf
 def point_row(row, d, ra, rb, a, b, body, inv_i):
     """A row on the relative velocity of the points at lever arms ra, rb
     along d; returns the effective mass."""
@@ -51,7 +51,7 @@ def point_row(row, d, ra, rb, a, b, body, inv_i):
     return vn.safe_div(1.0, inv_eff)
 
 
-@jit
+@leaf
 def angular_row(row, d, a, b, inv_i):
     """A row on the relative angular velocity d . (w_a - w_b)."""
     zero = (0.0, 0.0, 0.0)
@@ -61,7 +61,7 @@ def angular_row(row, d, a, b, inv_i):
     return vn.safe_div(1.0, inv_eff)
 
 
-@jit
+@leaf
 def axis_row(row, kind, d, pose, a, b, body, inv_i):
     """A row on a joint coordinate's rate along d: angular for hinges and
     universal joints, on the anchors' velocity for sliders."""
@@ -70,13 +70,13 @@ def axis_row(row, kind, d, pose, a, b, body, inv_i):
     return point_row(row, d, pose[0], pose[1], a, b, body, inv_i)
 
 
-@jit
+@leaf
 def _frame(jp, at):
     return (jp[at], jp[at + 1], jp[at + 2], jp[at + 3], jp[at + 4], jp[at + 5], jp[at + 6],
             jp[at + 7], jp[at + 8])
 
 
-@jit
+@leaf
 def joint_pose(s, jp, a, b):
     """(ra, rb, error, Wa, Wb): the child's lever arm to its anchor, the
     parent's to the same point (0 for the world), the anchors' separation
@@ -96,14 +96,14 @@ def joint_pose(s, jp, a, b):
     return ra, vn.sub(world_a, xb), vn.sub(world_a, anchor_w), wa, wb
 
 
-@jit
+@leaf
 def _beyond_first_order(w, r, dt):
     sinc, cosc = vn.rotation_coefficients(vn.scale(w, dt))
     turn = vn.cross(w, r)
     return vn.add(vn.scale(turn, (sinc - 1.0) * dt), vn.scale(vn.cross(w, turn), cosc * dt * dt))
 
 
-@jit
+@leaf
 def drift(vel, a, b, ra, rb, dt):
     """The anchors' separation over the step beyond first order
     (`joints._centripetal_drift`), at angular velocities vel[:, 3:]."""
@@ -113,7 +113,7 @@ def drift(vel, a, b, ra, rb, dt):
     return out
 
 
-@jit
+@leaf
 def coordinate(kind, axis, pose):
     """Joint coordinate q (`joints.coordinate`)."""
     wa, wb = pose[3], pose[4]

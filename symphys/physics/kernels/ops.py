@@ -108,7 +108,10 @@ class Stage:
     outputs (the JAX one ignores them). depends: further modules whose
     source is part of the Numba cache key. home: the module that declares
     the stage, imported to find its Op classes when a graph is unpickled
-    (default: the Numba kernel's module)."""
+    (default: the Numba kernel's module). passes: (input name, output
+    name, start, stop) for each input that an output holds unchanged in
+    [..., start:stop] (a reverse pass that knows the output reads it there
+    instead of recomputing it: `StageOp.passed_inputs`)."""
 
     name: str
     inputs: tuple
@@ -121,6 +124,7 @@ class Stage:
     vjp_reads_outputs: bool = False
     depends: tuple = ()
     home: str | None = None      # the module declaring the stage (default: the kernel's)
+    passes: tuple = ()           # (input, output, start, stop): output[..., start:stop] == input
 
     def __post_init__(self):
         names = [i.name for i in self.inputs]
@@ -141,7 +145,7 @@ class Stage:
                 return k
         raise ValueError(f"stage {self.name}: no input named {ref!r}")
 
-    @property
+    @functools.cached_property
     def vjp_inputs(self) -> list[int]:
         return [k for k, i in enumerate(self.inputs) if i.gradient == "vjp"]
 
@@ -261,10 +265,10 @@ class StageOp(_Base):
 
     def perform(self, node, inputs, output_storage):
         st = self.stage
-        if any(d is None for o in st.outputs for d in o.shape):
+        plan = _output_sizes(st)
+        if plan is None:
             self._run(st.numba_forward, node, inputs, output_storage)
             return
-        plan = _output_sizes(st)
         shapes = [tuple(d if isinstance(d, int) else inputs[d[0]].shape[d[1]] for d in sizes)
                   for sizes in plan]
         self._store(entry_numba.call_from_python(st, False, self.param_values, inputs, shapes),
@@ -279,6 +283,14 @@ class StageOp(_Base):
 
     def connection_pattern(self, node):
         return [[i.gradient != "disconnected"] * len(node.outputs) for i in self.stage.inputs]
+
+    def passed_inputs(self, node) -> list:
+        """[(input variable, output position, start, stop)] for the stage's
+        `passes`: node.outputs[position][..., start:stop] holds the input."""
+        st = self.stage
+        out_names = [o.name for o in st.outputs]
+        return [(node.inputs[st.input_index(i)], out_names.index(o), a, b)
+                for i, o, a, b in st.passes]
 
     def pullback(self, inputs, outputs, cotangents):
         st = self.stage
@@ -298,8 +310,11 @@ class StageOp(_Base):
 
 
 @functools.lru_cache(maxsize=None)
-def _output_sizes(stage: Stage) -> list:
-    """Per output of `stage`, per axis: its size (int) or (input position, axis)."""
+def _output_sizes(stage: Stage) -> list | None:
+    """Per output of `stage`, per axis: its size (int) or (input position,
+    axis); None when an output's size is unknown until the kernel runs."""
+    if any(d is None for o in stage.outputs for d in o.shape):
+        return None
     return [tuple(d if isinstance(d, int) else (stage.input_index(d[0]), d[1]) for d in o.shape)
             for o in stage.outputs]
 

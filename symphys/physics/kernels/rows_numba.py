@@ -22,7 +22,7 @@ from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOT
 from symphys.physics.kernels.solve_numba import apply_impulse
 from symphys.scene import JointType, MotorMode
 
-jit = vn.jit
+jit, leaf = vn.jit, vn.leaf
 I_KIND, I_SUB, I_A, I_B = int(Item.KIND), int(Item.SUB), int(Item.A), int(Item.B)
 I_INDEX, I_JOINT, I_AXIS, I_ROW = int(Item.INDEX), int(Item.JOINT), int(Item.AXIS), int(Item.ROW)
 O_DT, O_FEEDBACK, O_THRESHOLD = int(Option.DT), int(Option.FEEDBACK), \
@@ -51,7 +51,7 @@ FIXED = JOINT_CODES[JointType.FIXED]
 POSITION = MOTOR_CODES[MotorMode.POSITION]
 
 
-@jit
+@leaf
 def forces(s, body, world, options, out):
     """`step.apply_forces` for one world: out (N, 6) = [v, w]."""
     dt = options[O_DT]
@@ -77,7 +77,7 @@ def forces(s, body, world, options, out):
             out[i, 3 + k] = w[k]
 
 
-@jit
+@leaf
 def inverse_inertia(s, body, options, out):
     """World inverse inertia R diag(1/I) R^T per body, out (N, 9); when
     every body is a sphere (Option.ISOTROPIC) the scalar 1/I_x times the
@@ -98,14 +98,14 @@ def inverse_inertia(s, body, options, out):
                 out[i, 3 * r + c] = acc
 
 
-@jit
+@leaf
 def _combine(x, y):
     """sqrt(x y) when x y > 0, else 0 (`contacts._combine`)."""
     prod = x * y
     return math.sqrt(prod) if prod > 0 else 0.0
 
 
-@jit
+@leaf
 def _softness(m_eff, frequency, damping, dt):
     """(gamma, beta) of `solver.softness`."""
     omega = 2.0 * math.pi * frequency
@@ -114,17 +114,16 @@ def _softness(m_eff, frequency, damping, dt):
     return vn.safe_div(1.0, dt * (c + dt * k)), dt * omega / (2.0 * damping + dt * omega)
 
 
-@jit
-def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out, tau):
+@leaf
+def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out, tau, tape,
+                 late):
     """Every contact point's rows (`solver.approach`, `solver.contact_rows`)
-    and each body's impact fraction tau (`step.body_impact_fraction`)."""
+    and each body's impact fraction tau (`step.body_impact_fraction`).
+    Scratch: tape (C, 4) [gap, approach velocity, impact fraction, reaches]
+    and late (N,)."""
     n_c = contacts.shape[0]
     dt = options[O_DT]
-    gaps = np.empty(n_c)
-    vn0s = np.empty(n_c)
-    taus = np.empty(n_c)
-    reach = np.zeros(n_c, dtype=np.bool_)
-    late = np.zeros(s.shape[0])
+    late[:] = 0.0
     height = world[HEIGHT]
     for c in range(n_c):
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
@@ -140,7 +139,8 @@ def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out
                 vb += out[r0, 6 + k] * vel[b, k]
             v0 += vb
         reaches, t = cn.impact_fraction(gap, v0, dt)
-        gaps[c], vn0s[c], taus[c], reach[c] = gap, v0, t, reaches
+        tape[c, 0], tape[c, 1], tape[c, 2] = gap, v0, t
+        tape[c, 3] = 1.0 if reaches else 0.0
         late[a] = max(late[a], 1.0 - t)
         if b >= 0:
             late[b] = max(late[b], 1.0 - t)
@@ -168,7 +168,7 @@ def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out
     u0 = options[O_THRESHOLD]
     for c in range(n_c):
         a, b, r0 = contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
-        gap, v0, t, reaches = gaps[c], vn0s[c], taus[c], reach[c]
+        gap, v0, t, reaches = tape[c, 0], tape[c, 1], tape[c, 2], tape[c, 3] > 0
         m_eff = out[r0, MASS]
         penetrating = gap < 0
         gamma, beta = 0.0, options[O_FEEDBACK]
@@ -196,7 +196,7 @@ def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out
         out[r0, LOWER] = 0.0
 
 
-@jit
+@leaf
 def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
     """Equality and limit rows of every joint (`joints.joint_rows`)."""
     dt = options[O_DT]
@@ -256,7 +256,7 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
                 r += 1
 
 
-@jit
+@leaf
 def drag_rows(s, joint, drags, options, body, inv_i, out):
     """Viscous and dry bearing-loss rows (`joints.drag_rows`)."""
     dt = options[O_DT]
@@ -266,7 +266,8 @@ def drag_rows(s, joint, drags, options, body, inv_i, out):
         pose = joint_pose(s, joint[j], a, b)
         axis_b = vn.column(pose[4], 0)
         m_eff = axis_row(out[r], kind, axis_b, pose, a, b, body, inv_i)
-        out[r + 1, :] = out[r, :]
+        for k in range(ROW_WIDTH):
+            out[r + 1, k] = out[r, k]
         cdt = joint[j, VISCOUS] * dt
         out[r, MASS] = cdt * m_eff / (cdt + m_eff)
         out[r, GAMMA] = vn.safe_div(1.0, cdt)
@@ -278,7 +279,7 @@ def drag_rows(s, joint, drags, options, body, inv_i, out):
         out[r + 1, UPPER] = bound
 
 
-@jit
+@leaf
 def _motor_row(s, joint, motor, action, item, motor_consts, dt, body, inv_i, row):
     """Write a motor's axis row into `row`; (effective mass, clipped command,
     max impulse, pose)."""
@@ -292,13 +293,12 @@ def _motor_row(s, joint, motor, action, item, motor_consts, dt, body, inv_i, row
     return m_eff, command, motor[m, MAX_TORQUE] * dt, pose
 
 
-@jit
+@leaf
 def torque_impulses(s, joint, motor, action, torques, motor_consts, options, body, inv_i,
-                    vel):
+                    vel, row):
     """Direct-torque motors' impulses clip(command dt, +-max_torque dt),
-    applied to vel (N, 6) in place."""
+    applied to vel (N, 6) in place; row (ROW.width,) is scratch."""
     dt = options[O_DT]
-    row = np.zeros(ROW_WIDTH)
     for q in range(torques.shape[0]):
         row[:] = 0.0
         _, command, most, _ = _motor_row(s, joint, motor, action, torques[q], motor_consts, dt,
@@ -307,7 +307,7 @@ def torque_impulses(s, joint, motor, action, torques, motor_consts, options, bod
         apply_impulse(row, vel, torques[q, I_A], torques[q, I_B], impulse)
 
 
-@jit
+@leaf
 def servo_rows(s, joint, motor, action, servos, motor_consts, options, body, inv_i, out):
     """Position and velocity servo rows (`joints.motor_rows`)."""
     dt = options[O_DT]
@@ -336,6 +336,7 @@ def rows(state, body, world, joint, motor, action, contacts, joints, drags, serv
     out = np.zeros((n_worlds, rows_table.shape[0], ROW_WIDTH))
     tau = np.zeros((n_worlds, n))
     inv_i = np.empty((n, 9))
+    row, tape, late = np.empty(ROW_WIDTH), np.empty((contacts.shape[0], 4)), np.empty(n)
     for w in range(n_worlds):
         s = state[w]
         pb = body[w if body.shape[0] > 1 else 0]
@@ -345,9 +346,9 @@ def rows(state, body, world, joint, motor, action, contacts, joints, drags, serv
         forces(s, pb, pw, options, v_free[w])
         inverse_inertia(s, pb, options, inv_i)
         torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i,
-                        v_free[w])
+                        v_free[w], row)
         contact_rows(s, pb, pw, options, contacts, articulated, inv_i, v_free[w], out[w],
-                     tau[w])
+                     tau[w], tape, late)
         joint_rows(s, pj, joints, joint_consts, options, pb, inv_i, v_free[w], out[w])
         drag_rows(s, pj, drags, options, pb, inv_i, out[w])
         servo_rows(s, pj, pm, action[w], servos, motor_consts, options, pb, inv_i, out[w])

@@ -57,13 +57,13 @@ from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, DIR_A, DIR_B, DRY
                                                 forces, inverse_inertia, torque_impulses)
 from symphys.physics.kernels.layout import STATE
 
-jit = vn.jit
+jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")
 
 
 # ------------------------------------------------------------ forces, inertia
 
-@jit
+@leaf
 def forces_vjp(s, body, world, options, g_vel, g_s, g_body, g_world):
     """Pullback of `rows_numba.forces` of g_vel (N, 6)."""
     dt = options[O_DT]
@@ -107,7 +107,7 @@ def forces_vjp(s, body, world, options, g_vel, g_s, g_body, g_world):
             g_s[i, W + k] += gw[k]
 
 
-@jit
+@leaf
 def inverse_inertia_vjp(s, body, options, g_inv_i, g_s, g_body):
     """Pullback of `rows_numba.inverse_inertia` of g_inv_i (N, 9)."""
     for i in range(s.shape[0]):
@@ -130,12 +130,12 @@ def inverse_inertia_vjp(s, body, options, g_inv_i, g_s, g_body):
 
 # ----------------------------------------------------------------- motors
 
-@jit
+@leaf
 def _direction(kind, axis, pose):
     return vn.column(pose[3], 1) if kind == UNIVERSAL and axis == 1 else vn.column(pose[4], 0)
 
 
-@jit
+@leaf
 def _direction_vjp(kind, axis, gp, g_d):
     if kind == UNIVERSAL and axis == 1:
         add_column(gp, P_WA, 1, g_d)
@@ -143,7 +143,7 @@ def _direction_vjp(kind, axis, gp, g_d):
         add_column(gp, P_WB, 0, g_d)
 
 
-@jit
+@leaf
 def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, g_vel, g_s,
                g_body, g_joint, g_motor, g_action, g_inv_i, gp, row, grow):
     """Pullback of `rows_numba.torque_impulses` (g_vel: the cotangent of the
@@ -180,7 +180,7 @@ def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, 
         g_action[m] += g_act
 
 
-@jit
+@leaf
 def servo_vjp(s, joint, motor, action, servos, motor_consts, dt, body, inv_i, g_rows, g_s,
               g_body, g_joint, g_motor, g_action, g_inv_i, gp):
     """Pullback of `rows_numba.servo_rows`."""
@@ -221,7 +221,7 @@ def servo_vjp(s, joint, motor, action, servos, motor_consts, dt, body, inv_i, g_
 
 # ---------------------------------------------------------- drags and joints
 
-@jit
+@leaf
 def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_inv_i, gp, row,
              grow):
     """Pullback of `rows_numba.drag_rows`."""
@@ -252,12 +252,12 @@ def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_i
         joint_pose_vjp(s, joint[j], a, b, gp, g_s, g_joint[j])
 
 
-@jit
+@leaf
 def _unit(k):
     return (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
 
 
-@jit
+@leaf
 def joint_vjp(s, joint, joints, joint_consts, options, body, inv_i, vel, g_rows, g_vel, g_s,
               g_body, g_joint, g_inv_i, gp):
     """Pullback of `rows_numba.joint_rows`; the drift's angular velocities'
@@ -345,7 +345,7 @@ def joint_vjp(s, joint, joints, joint_consts, options, body, inv_i, vel, g_rows,
 
 # ------------------------------------------------------------------- contacts
 
-@jit
+@leaf
 def _combine_vjp(x, y, g):
     """(g_x, g_y) of `rows_numba._combine`."""
     prod = x * y
@@ -355,7 +355,7 @@ def _combine_vjp(x, y, g):
     return 0.0, 0.0
 
 
-@jit
+@leaf
 def softness_vjp(m, frequency, damping, dt, g_gamma, g_beta):
     """(g_m, g_frequency, g_damping) of `rows_numba._softness`."""
     omega = 2.0 * math.pi * frequency
@@ -375,7 +375,7 @@ def softness_vjp(m, frequency, damping, dt, g_gamma, g_beta):
     return g_m, 2.0 * math.pi * g_w, g_z
 
 
-@jit
+@leaf
 def _normal_vjp(c, a, b, r0, gap, v0, t, reaches, m_eff, tau, world, body, options, g_rows,
                 g_tau, g_world, g_body):
     """Reverse of the second contact pass for contact c (target, soft mass,
@@ -457,18 +457,21 @@ def _normal_vjp(c, a, b, r0, gap, v0, t, reaches, m_eff, tau, world, body, optio
     return g_gap, g_v0, g_t, g_m
 
 
-@jit
+@leaf
 def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_rows, g_tau_w,
-                g_vel, g_s, g_body, g_world, g_inv_i, row, grow):
+                g_vel, g_s, g_body, g_world, g_inv_i, row, grow, tape, per_body, winner):
     """Pullback of `rows_numba.contact_rows`; the approach velocities'
-    cotangents go to g_vel."""
+    cotangents go to g_vel. Scratch: tape (C, 9), per_body (N, 3), winner
+    (N,) int64."""
     n_c, n = contacts.shape[0], s.shape[0]
     dt = options[O_DT]
     height = world[HEIGHT]
-    gaps, v0s, ts, m0s = np.empty(n_c), np.empty(n_c), np.empty(n_c), np.empty(n_c)
-    reach = np.zeros(n_c, dtype=np.bool_)
-    late = np.zeros(n)
-    winner = np.full(n, -1, dtype=np.int64)
+    gaps, v0s, ts, m0s = tape[:, 0], tape[:, 1], tape[:, 2], tape[:, 3]
+    reach = tape[:, 4]
+    g_gap, g_v0, g_t, g_m0 = tape[:, 5], tape[:, 6], tape[:, 7], tape[:, 8]
+    late, tau, g_tau = per_body[:, 0], per_body[:, 1], per_body[:, 2]
+    late[:] = 0.0
+    winner[:] = -1
     for c in range(n_c):      # the first pass, taped
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
         gap, nrm, ra, rb = cn.geometry(kind, contacts[c, I_SUB], a, b, s, body, height)
@@ -483,21 +486,19 @@ def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_ro
                 vb += row[6 + k] * vel[b, k]
             v0 += vb
         reaches, t = cn.impact_fraction(gap, v0, dt)
-        gaps[c], v0s[c], ts[c], reach[c] = gap, v0, t, reaches
+        gaps[c], v0s[c], ts[c] = gap, v0, t
+        reach[c] = 1.0 if reaches else 0.0
         if 1.0 - t > late[a]:
             late[a], winner[a] = 1.0 - t, c
         if b >= 0 and 1.0 - t > late[b]:
             late[b], winner[b] = 1.0 - t, c
-    tau = np.empty(n)
-    g_tau = np.empty(n)
     for i in range(n):
         tau[i] = 0.0 if n_c == 0 or articulated[i] > 0 else 1.0 - late[i]
         g_tau[i] = g_tau_w[i]
-    g_gap, g_v0, g_t, g_m0 = np.empty(n_c), np.empty(n_c), np.empty(n_c), np.empty(n_c)
     for c in range(n_c):      # the second pass, reversed
         g_gap[c], g_v0[c], g_t[c], g_m0[c] = _normal_vjp(
             c, contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW], gaps[c], v0s[c], ts[c],
-            reach[c], m0s[c], tau, world, body, options, g_rows, g_tau, g_world, g_body)
+            reach[c] > 0, m0s[c], tau, world, body, options, g_rows, g_tau, g_world, g_body)
     for i in range(n):        # tau = 1 - late, late = max(late, 1 - t)
         if n_c > 0 and not articulated[i] > 0 and winner[i] >= 0:
             g_t[winner[i]] += g_tau[i]
@@ -506,7 +507,7 @@ def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_ro
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
         gap, nrm, ra, rb = cn.geometry(kind, contacts[c, I_SUB], a, b, s, body, height)
         gg, gv0 = g_gap[c], g_v0[c]
-        if reach[c]:
+        if reach[c] > 0:
             approach = -v0s[c] * dt
             gg += g_t[c] / approach
             gv0 += dt * g_t[c] * gap / (approach * approach)
@@ -594,6 +595,8 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
     gp = np.zeros((5, 9))
     row = np.zeros(ROW_WIDTH)
     grow = np.zeros(ROW_WIDTH)
+    tape, per_body = np.empty((contacts.shape[0], 9)), np.empty((n, 3))
+    winner = np.empty(n, dtype=np.int64)
     dt = options[O_DT]
     for w in range(n_worlds):
         s = state[w]
@@ -605,7 +608,8 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
         gs, gb, gw, gj, gm = g_state[w], g_body[ib], g_world[iw], g_joint[ij], g_motor[im]
         forces(s, pb, pw, options, vel)
         inverse_inertia(s, pb, options, inv_i)
-        torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i, vel)
+        torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i, vel,
+                        row)
         g_vel[:] = g_v_free[w]
         g_inv_i[:] = 0.0
         gr = g_rows[w]
@@ -615,7 +619,7 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
         joint_vjp(s, pj, joints, joint_consts, options, pb, inv_i, vel, gr, g_vel, gs, gb, gj,
                   g_inv_i, gp)
         contact_vjp(s, pb, pw, options, contacts, articulated, inv_i, vel, gr, g_tau[w], g_vel,
-                    gs, gb, gw, g_inv_i, row, grow)
+                    gs, gb, gw, g_inv_i, row, grow, tape, per_body, winner)
         torque_vjp(s, pj, pm, action[w], torques, motor_consts, dt, pb, inv_i, g_vel, gs, gb,
                    gj, gm, g_action[w], g_inv_i, gp, row, grow)
         forces_vjp(s, pb, pw, options, g_vel, gs, gb, gw)

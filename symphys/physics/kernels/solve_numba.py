@@ -12,7 +12,7 @@ import numpy as np
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import ROW, STATE, Bound, Option, RowColumn
 
-jit = vn.jit
+jit, leaf = vn.jit, vn.leaf
 JA, JB, DA, DB = ROW.at("jac_a"), ROW.at("jac_b"), ROW.at("dir_a"), ROW.at("dir_b")
 MASS, GAMMA, TARGET, KEEP = ROW.at("mass"), ROW.at("gamma"), ROW.at("target"), ROW.at("keep")
 LOWER, UPPER, MU = ROW.at("lower"), ROW.at("upper"), ROW.at("mu")
@@ -24,7 +24,7 @@ X, R, V, W = STATE.at("position"), STATE.at("rotation"), STATE.at("velocity"), \
 DT = int(Option.DT)
 
 
-@jit
+@leaf
 def row_velocity(row, vel, a, b):
     """J v of one row (row: (ROW.width,), vel: (N, 6))."""
     jv = 0.0
@@ -38,7 +38,7 @@ def row_velocity(row, vel, a, b):
     return jv
 
 
-@jit
+@leaf
 def clamp(new, row, bound, lam, ref):
     """The row's impulse after its bound (see `layout.Bound`)."""
     if bound == LOWER_BOUND or bound == BOX:
@@ -53,7 +53,7 @@ def clamp(new, row, bound, lam, ref):
     return new
 
 
-@jit
+@leaf
 def apply_impulse(row, vel, a, b, delta):
     for k in range(6):
         vel[a, k] += row[DA + k] * delta
@@ -62,7 +62,7 @@ def apply_impulse(row, vel, a, b, delta):
             vel[b, k] += row[DB + k] * delta
 
 
-@jit
+@leaf
 def sweep_world(rows_w, table, vel, lam):
     """One Gauss-Seidel sweep of one world in place: rows_w (R, width),
     vel (N, 6), lam (R,)."""
@@ -95,11 +95,11 @@ def integrate(state, v, v_free, tau, options, renormalise):
     v_move = v + tau (v_free - v); velocities the solved v."""
     out = np.empty_like(state)
     dt = options[DT]
+    move = np.empty(6)
     for w in range(state.shape[0]):
         for i in range(state.shape[1]):
             s = state[w, i]
             t = tau[w, i]
-            move = np.empty(6)
             for k in range(6):
                 move[k] = v[w, i, k] + t * (v_free[w, i, k] - v[w, i, k])
             for k in range(3):

@@ -42,7 +42,7 @@ from symphys.physics.kernels.solve_numba import (BOX, COL_A, COL_B, COL_BOUND, C
                                                   LOWER, LOWER_BOUND, MASS, MU, TARGET, UPPER,
                                                   R, V, W, X, row_velocity)
 
-jit = vn.jit
+jit, leaf = vn.jit, vn.leaf
 
 # Branch codes: where the cotangent of a row's clamped impulse goes.
 TO_NEW, TO_LOWER, TO_UPPER, TO_MINUS_C, TO_PLUS_C, TO_NOTHING = 0, 1, 2, 3, 4, 5
@@ -50,7 +50,7 @@ TO_NEW, TO_LOWER, TO_UPPER, TO_MINUS_C, TO_PLUS_C, TO_NOTHING = 0, 1, 2, 3, 4, 5
 
 # --------------------------------------------------------------------- solve
 
-@jit
+@leaf
 def clamp_branch(new, row, bound, lamref):
     """`solve_numba.clamp` that also says which branch it took:
     (clamped impulse, branch code)."""
@@ -75,7 +75,7 @@ def clamp_branch(new, row, bound, lamref):
     return new, code
 
 
-@jit
+@leaf
 def sweep_taped(rows_w, table, vel, lam, olds, news, lamrefs, codes):
     """`solve_numba.sweep_world` (same arithmetic, same results) recording
     each update's tape into olds, news, lamrefs, codes (R,)."""
@@ -97,7 +97,7 @@ def sweep_taped(rows_w, table, vel, lam, olds, news, lamrefs, codes):
         olds[r], news[r], lamrefs[r], codes[r] = old, new, lamref, code
 
 
-@jit
+@leaf
 def sweep_reverse(rows_w, table, vel, g_rows_w, g_vel, g_lam, olds, news, lamrefs, codes):
     """Reverse one sweep. On entry vel is V at the sweep's end, g_vel and
     g_lam the cotangents of V and lam there; on exit g_vel, g_lam are those
@@ -245,7 +245,7 @@ def solve_vjp_recompute(v_free, rows, rows_table, g_v, iterations):
 
 # ----------------------------------------------------------------- integrate
 
-@jit
+@leaf
 def rotation_coefficients_grad(t2):
     """d/dt2 of `vn.rotation_coefficients`' (sinc, cosc), branch by branch
     as the forward computes them."""
@@ -266,7 +266,7 @@ def rotation_coefficients_grad(t2):
     return d_sinc, d_cosc
 
 
-@jit
+@leaf
 def _columns_cross_sum(m, g):
     """sum_j m[:, j] x g[:, j] (the cotangent of u in <g, [u]_x m>)."""
     acc = (0.0, 0.0, 0.0)
@@ -275,7 +275,7 @@ def _columns_cross_sum(m, g):
     return acc
 
 
-@jit
+@leaf
 def rotate_by_vjp(u, m, g):
     """(g_u, g_m) of out = exp([u]_x) m = m + sinc [u] m + cosc [u]^2 m."""
     sinc, cosc = vn.rotation_coefficients(u)
@@ -302,7 +302,7 @@ def rotate_by_vjp(u, m, g):
     return g_u, g_m
 
 
-@jit
+@leaf
 def renormalise_once_vjp(a, g):
     """g_a of out = (3a - a a^T a) / 2:
     g_a = (3g - g a^T a - a g^T a - a a^T g) / 2."""
@@ -329,11 +329,11 @@ def integrate_vjp(state, v, v_free, tau, options, g_state, renormalise):
     g_vf = np.empty_like(v_free)
     g_tau = np.empty_like(tau)
     rots = np.empty((max(renormalise, 0) + 1, 9))   # rotation before each renormalisation
+    move, g_move = np.empty(6), np.empty(6)
     for w in range(state.shape[0]):
         for i in range(state.shape[1]):
             s, g = state[w, i], g_state[w, i]
             t = tau[w, i]
-            move = np.empty(6)
             for k in range(6):
                 move[k] = v[w, i, k] + t * (v_free[w, i, k] - v[w, i, k])
             u = (move[3] * dt, move[4] * dt, move[5] * dt)
@@ -353,7 +353,6 @@ def integrate_vjp(state, v, v_free, tau, options, g_state, renormalise):
             g_u, g_rot0 = rotate_by_vjp(u, rot0, g_rot)
             for k in range(9):
                 g_in[w, i, R + k] = g_rot0[k]
-            g_move = np.empty(6)
             for k in range(3):
                 g_in[w, i, X + k] = g[X + k]
                 g_move[k] = g[X + k] * dt
