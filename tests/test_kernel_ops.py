@@ -326,6 +326,30 @@ def test_numba_cache_key_is_scene_free():
     assert key is not None
 
 
+def test_kernel_called_from_python_reads_any_layout(monkeypatch):
+    """`call_from_python` (the Python VMs' path) on C-contiguous arrays, on
+    a strided one (made contiguous first) and with the array objects'
+    layout unknown (pointers from `__array_interface__`): one answer, the
+    kernel's."""
+    from symphys.physics.kernels import entry_numba
+
+    def call(x):
+        return entry_numba.call_from_python(AFFINE, False, (0.5,), [x, SV, CV],
+                                            [x.shape, x.shape[:1]])
+
+    expect = affine_nb(XV, SV, CV, 0.5)
+    strided = np.repeat(XV, 2, axis=1)[:, ::2]
+    assert not strided.flags.c_contiguous
+    assert entry_numba._layout_known()
+    for x in (XV, strided):
+        for got, want in zip(call(x), expect):
+            np.testing.assert_array_equal(got, want)
+    monkeypatch.setattr(entry_numba, "_layout_known", lambda: False)
+    for x in (XV, strided):
+        for got, want in zip(call(x), expect):
+            np.testing.assert_array_equal(got, want)
+
+
 def test_infer_shape_does_not_run_the_kernel():
     x, s, c, v, w, order = _symbols()
     y, z = Affine(scale=0.5)(x, s, c)

@@ -116,30 +116,37 @@ def _call_address(typingctx, address, ptrs, shapes, params):
 
 
 # A NumPy array object starts with PyObject_HEAD (two words), then its data
-# pointer, its number of dimensions (a C int) and a pointer to its shape:
-# the layout NumPy's inline accessors (PyArray_DATA, PyArray_NDIM,
-# PyArray_DIMS) compile into every extension module. `_check_layout` checks
-# it once per process; the Python fallback reads `__array_interface__`.
-_DATA_WORD, _NDIM_WORD, _DIMS_WORD = 2, 3, 4
+# pointer, its number of dimensions (a C int), pointers to its shape,
+# strides, base and dtype, and its flags (a C int): the layout NumPy's
+# inline accessors (PyArray_DATA, PyArray_NDIM, PyArray_DIMS,
+# PyArray_FLAGS) compile into every extension module. `_layout_known`
+# checks it once per process; else `call_from_python` takes its Python path.
+_DATA_WORD, _NDIM_WORD, _DIMS_WORD, _FLAGS_WORD = 2, 3, 4, 8
+_C_CONTIGUOUS = 1     # NPY_ARRAY_C_CONTIGUOUS
 
 
 @numba.njit(cache=True)
 def _run_entry(address, objects, params):
     """Call the entry at `address` on the arrays whose object addresses
-    (`id`) are `objects` (n,) (C-contiguous: the kernel's inputs, then its
-    outputs; kept alive by the caller), reading their data pointers and
-    shapes from the array objects."""
+    (`id`) are `objects` (n,) (the kernel's inputs, then its outputs, of
+    the kernel's dtypes; kept alive by the caller), reading their data
+    pointers and shapes from the array objects. False, calling nothing,
+    if one is not C-contiguous."""
     n = objects.shape[0]
     ptrs = np.empty(n, np.intp)
     shapes = np.zeros((n, MAX_NDIM), np.intp)
     for k in range(n):
-        head = numba.carray(_voidptr(objects[k]), (_DIMS_WORD + 1,), np.intp)
-        ndim = numba.carray(_voidptr(objects[k] + 8 * _NDIM_WORD), (1,), np.int32)[0]
+        head = numba.carray(_voidptr(objects[k]), (_FLAGS_WORD + 1,), np.intp)
+        ints = numba.carray(_voidptr(objects[k]), (2 * _FLAGS_WORD + 1,), np.int32)
+        if not ints[2 * _FLAGS_WORD] & _C_CONTIGUOUS:
+            return False
+        ndim = ints[2 * _NDIM_WORD]
         dims = numba.carray(_voidptr(head[_DIMS_WORD]), (ndim,), np.intp)
         ptrs[k] = head[_DATA_WORD]
         for d in range(ndim):
             shapes[k, d] = dims[d]
     _call_address(address, ptrs, shapes, params)
+    return True
 
 
 def only(x):
@@ -423,17 +430,17 @@ def call_from_python(stage, is_grad: bool, params: tuple, arrays: list,
     plan = _PLANS.get(plan_key)
     if plan is None:
         plan = _PLANS[plan_key] = _Plan(stage, is_grad, params)
-    arrays = [a if a.dtype is dtype and a.flags.c_contiguous
-              else np.ascontiguousarray(a, dtype=dtype)
-              for a, dtype in zip(arrays, plan.arg_dtypes)]
     outs = [np.empty(shape, dtype) for shape, dtype in zip(out_shapes, plan.result_dtypes)]
-    everything = arrays + outs
-    if _layout_known():
-        _run_entry(plan.address, np.array([id(a) for a in everything], np.intp), plan.params)
-    else:
-        ptrs = np.array([a.__array_interface__["data"][0] for a in everything], np.intp)
-        shapes = np.array([a.shape + (0,) * (MAX_NDIM - a.ndim) for a in everything], np.intp)
-        _call_arrays(plan.address, ptrs, shapes, plan.params)
+    # (The Ops' inputs have the kernel's dtypes: `make_node` casts them.)
+    if _layout_known() and _run_entry(plan.address, np.array([id(a) for a in arrays + outs],
+                                                             np.intp), plan.params):
+        return outs
+    everything = [a if a.flags.c_contiguous and a.dtype == dtype
+                  else np.ascontiguousarray(a, dtype=dtype)
+                  for a, dtype in zip(arrays, plan.arg_dtypes)] + outs
+    ptrs = np.array([a.__array_interface__["data"][0] for a in everything], np.intp)
+    shapes = np.array([a.shape + (0,) * (MAX_NDIM - a.ndim) for a in everything], np.intp)
+    _call_arrays(plan.address, ptrs, shapes, plan.params)
     return outs
 
 
@@ -451,10 +458,13 @@ def _layout_known() -> bool:
         return False
     base = id(probe)
     dims = ctypes.c_void_p.from_address(base + word * _DIMS_WORD).value
+    flags = [ctypes.c_int.from_address(id(a) + word * _FLAGS_WORD).value & _C_CONTIGUOUS
+             for a in (probe, np.zeros(3))]
     return (ctypes.c_void_p.from_address(base + word * _DATA_WORD).value
             == probe.__array_interface__["data"][0]
             and ctypes.c_int.from_address(base + word * _NDIM_WORD).value == probe.ndim
-            and tuple((ctypes.c_ssize_t * 3).from_address(dims)) == probe.shape)
+            and tuple((ctypes.c_ssize_t * 3).from_address(dims)) == probe.shape
+            and flags == [0, _C_CONTIGUOUS])
 
 
 @numba.njit(cache=True)
