@@ -395,3 +395,15 @@ def test_numba_disk_cache_second_process(tmp_path):
         runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
     assert runs[0]["out"] == runs[1]["out"]
     assert runs[1]["hits"] >= 1 and runs[1]["misses"] == 0, runs[1]
+
+
+def test_passes_must_name_an_input_and_an_output():
+    """`Stage.passes` is checked when the stage is declared."""
+    declare = dict(inputs=AFFINE.inputs, outputs=AFFINE.outputs, numba_forward=affine_nb,
+                   numba_vjp=affine_vjp_nb, jax_forward=affine_jax, params=("scale",))
+    with pytest.raises(ValueError, match="no output"):
+        Stage("ToyPasses", passes=(("x", "w", 0, 1),), **declare)
+    with pytest.raises(ValueError, match="no input"):
+        Stage("ToyPasses", passes=(("q", "y", 0, 1),), **declare)
+    stage = Stage("ToyPasses", passes=(("x", "y", 0, 1),), **declare)
+    assert stage.passes == (("x", "y", 0, 1),)

@@ -136,6 +136,11 @@ class Stage:
             for d in o.shape:
                 if isinstance(d, tuple):
                     self.input_index(d[0])
+        outputs = [o.name for o in self.outputs]
+        for name, out, *_ in self.passes:
+            self.input_index(name)
+            if out not in outputs:
+                raise ValueError(f"stage {self.name}: passes names no output {out!r}")
 
     def input_index(self, ref) -> int:
         if isinstance(ref, int):
