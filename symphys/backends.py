@@ -89,8 +89,10 @@ _INTERPRETED: contextvars.ContextVar[bool] = contextvars.ContextVar("symphys_int
 def interpreted_mode() -> Mode:
     """PyTensor's Python VM with no rewrite but the inlining of loop
     wrappers: a graph runs as built, node by node, with nothing to compile
-    (slow to run, instant to start)."""
-    return Mode(linker=VMLinker(use_cloop=False, c_thunks=False),
+    (slow to run, instant to start). Intermediate values are kept until the
+    call ends (`allow_gc=False`): freeing them early costs the VM a setup
+    quadratic in the graph's size, minutes for a robot's reference step."""
+    return Mode(linker=VMLinker(allow_gc=False, use_cloop=False, c_thunks=False),
                 optimizer=dfs_rewriter(inline_ofg_expansion))
 
 

@@ -244,7 +244,8 @@ def _elementwise(scalar_op, args) -> list:
     """`Elemwise(scalar_op)(*args)` as nodes NumPy runs whole: a fused op
     (`Composite`, which the Python VM would evaluate element by element in
     Python) one scalar operation at a time, and a sum or product of more
-    terms than a ufunc takes in groups."""
+    than two terms (NumPy's `add` and `multiply` take two; the VM would
+    call Python per element) as a chain of binary ones."""
     if isinstance(scalar_op, Composite):
         value = dict(zip(scalar_op.fgraph.inputs, args))
         for inner in scalar_op.fgraph.toposort():
@@ -252,20 +253,25 @@ def _elementwise(scalar_op, args) -> list:
                           for i in inner.inputs]
             value.update(zip(inner.outputs, _elementwise(inner.op, inner_args)))
         return [value[o] for o in scalar_op.fgraph.outputs]
+    if _variadic(scalar_op, len(args)):
+        total = args[0]
+        for term in args[1:]:          # left to right, as the compiled loop adds
+            total = Elemwise(scalar_op)(total, term)
+        return [total]
     if len(args) + scalar_op.nout <= UFUNC_OPERANDS:
         return Elemwise(scalar_op)(*args, return_list=True)
-    if isinstance(scalar_op, (ps.Add, ps.Mul)):
-        group = UFUNC_OPERANDS - 1
-        while len(args) > group:
-            args = [_elementwise(scalar_op, args[k:k + group])[0] if len(args[k:k + group]) > 1
-                    else args[k] for k in range(0, len(args), group)]
-        return _elementwise(scalar_op, args)
     raise NotImplementedError(f"an elementwise {scalar_op} of {len(args)} operands")
+
+
+def _variadic(scalar_op, operands: int) -> bool:
+    """A sum or product of more than two terms."""
+    return isinstance(scalar_op, (ps.Add, ps.Mul)) and operands > 2
 
 
 def _splittable(node) -> bool:
     return isinstance(node.op, Elemwise) and (
         isinstance(node.op.scalar_op, Composite)
+        or _variadic(node.op.scalar_op, len(node.inputs))
         or len(node.inputs) + len(node.outputs) > UFUNC_OPERANDS)
 
 
@@ -361,4 +367,9 @@ def numba_mode(base: Mode, kind: "Loops | None" = None) -> Mode:
     (None: `loops_run()`)."""
     kind = kind or loops_run()
     mode = Mode(linker=LoopLinker(kind=kind), optimizer=base.provided_optimizer)
+    if kind is Loops.INTERPRETED:
+        # A loop run by the Python VM gains little from writing its results
+        # in place, and trying each result costs a shape inference over the
+        # whole loop body (minutes for the camera's closed loop).
+        mode = mode.excluding("scan_make_inplace")
     return mode.register((RunLoops(kind), POSITION))

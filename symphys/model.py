@@ -117,7 +117,25 @@ def zero_template(tensors):
     shapes are (JAX traces it), and no long chain of `+ t * 0` for the
     rewrites to fold (NumPy cannot fold an Add of more than 32 inputs)."""
     tensors = [pt.as_tensor_variable(t) for t in tensors]
-    return pt.zeros(broadcast_shape(*tensors), dtype="float64")
+    shape = _static_broadcast_shape(tensors)
+    return pt.zeros(shape if shape is not None else broadcast_shape(*tensors), dtype="float64")
+
+
+def _static_broadcast_shape(tensors) -> tuple[int, ...] | None:
+    """The broadcast shape of `tensors` where their static shapes decide
+    it, else None (a symbolic shape graph then)."""
+    ndim = max(t.ndim for t in tensors)
+    shapes = [(1,) * (ndim - t.ndim) + tuple(t.type.shape) for t in tensors]
+    out = []
+    for sizes in zip(*shapes):
+        known = [d for d in sizes if d is not None and d != 1]
+        if known:
+            out.append(known[0])
+        elif None in sizes:
+            return None
+        else:
+            out.append(1)
+    return tuple(out)
 
 
 def build_model(scene: Scene, p: dict, batched: set[str]):

@@ -95,3 +95,35 @@ def test_auto_loops_run_interpreted_until_compiled_in_the_background():
     loop = next(n.op for n in again.fn.maker.fgraph.apply_nodes
                 if isinstance(n.op, CompiledLoop))
     assert loop._fn is not None and loop._stand_in is None
+
+
+def test_interpreted_graphs_leave_no_elementwise_node_to_python():
+    """`split_elementwise`: a fused node and sums and products of many terms
+    become nodes NumPy runs whole (binary `add`/`multiply`), with the same
+    values; a node of more operands than a ufunc takes too."""
+    from pytensor.graph import FunctionGraph
+    import pytensor.scalar as ps
+    from pytensor.scalar import Composite
+    from pytensor.tensor.elemwise import Elemwise
+
+    from symphys.compiled_loops import UFUNC_OPERANDS, split_elementwise
+
+    xs = [pt.vector(f"x{k}") for k in range(UFUNC_OPERANDS + 3)]
+    a, b, c = (ps.float64(n) for n in "abc")
+    fused = Elemwise(Composite([a, b, c], [ps.exp(a) * b + c]))
+    outputs = [pt.mul(*xs[:3]), pt.add(*xs), fused(*xs[:3])]
+    fgraph = FunctionGraph(xs, outputs, clone=True)
+    split_elementwise(fgraph)
+    for node in fgraph.apply_nodes:
+        assert isinstance(node.op, Elemwise), node
+        assert not isinstance(node.op.scalar_op, Composite), node
+        nfunc = node.op.nfunc_spec
+        assert nfunc is not None and nfunc[1] == len(node.inputs), node
+    rng = np.random.default_rng(0)
+    values = [rng.normal(size=4) for _ in xs]
+    got = pytensor.function(fgraph.inputs, fgraph.outputs,
+                            mode=sp.backends.interpreted_mode())(*values)
+    want = [np.prod(values[:3], axis=0), np.sum(values, axis=0),
+            np.exp(values[0]) * values[1] + values[2]]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-14)

@@ -35,7 +35,7 @@ RADIUS = 0.001
 DT, STEPS = 0.001, 300          # 0.3 s: the longest flight (θ = 1.3) is 0.19 s
 THETA0, ITERATIONS, RATE = 0.1, 1000, 0.1
 # Quick: start inside the flat region, where the estimators part ways.
-THETA0_QUICK, QUICK_ITERATIONS = 0.5, 200
+THETA0_QUICK, QUICK_ITERATIONS = 0.6, 80
 OPTIONS = EstimatorOptions(sigma=0.1, samples=50, gamma=0.01, bound=1.0)
 ESTIMATORS = ("first", "zeroth", "alpha")
 PAPER = {"first": 0.495, "zeroth": (0.833, 0.835), "alpha": (0.833, 0.835)}

@@ -72,26 +72,45 @@ def unpack_state(packed) -> State:
 def numeric_inputs(scene, params: dict | None = None, action=None) -> dict:
     """The kernels' inputs for one world of `scene` as NumPy arrays:
     {"state", "body", "world", "joint", "motor", "action"} (Bp = B = 1),
-    from its defaults updated with `params` (unbatched values)."""
+    from its defaults updated with `params` (unbatched values). The packing
+    graph is built once per scene and set of parameter names and shapes."""
+    values = {k: np.asarray(v) for k, v in (params or {}).items()}
+    names = sorted(values)
+    signature = tuple((k, values[k].shape, values[k].dtype.str) for k in names)
+    packer = _packers.get((id(scene), signature))
+    if packer is None or packer[0] is not scene:
+        packer = (scene, _packer(scene, signature))
+        if len(_packers) >= _PACKERS_KEPT:
+            del _packers[next(iter(_packers))]
+        _packers[(id(scene), signature)] = packer
+    packed = [np.asarray(v, dtype=np.float64) for v in packer[1](*(values[k] for k in names))]
+    out = dict(zip(("state", "body", "world", "joint", "motor"), packed))
+    m = len(scene.motors)
+    out["action"] = np.zeros((1, m)) if action is None else np.asarray(action, float).reshape(1, m)
+    return out
+
+
+# (id(scene), parameter signature) -> (scene, packing function), the latest few
+_packers: dict = {}
+_PACKERS_KEPT = 16
+
+
+def _packer(scene, signature):
+    """f(*parameter values) -> packed (state, body, world, joint, motor),
+    run by PyTensor's Python VM."""
+    from symphys.backends import interpreted_mode
     from symphys.joints import build_joint_arrays
     from symphys.model import build_model
     from symphys.rollout import full_parameters
 
-    p = full_parameters(scene, params)
+    inputs = [pt.tensor(name=k, shape=shape, dtype=np.dtype(dtype).name)
+              for k, shape, dtype in signature]
+    p = full_parameters(scene, {x.name: x for x in inputs})
     bodies, world, state = build_model(scene, p, set())
     frames, motors = build_joint_arrays(scene, p)
     packed = pack_inputs(bodies, world, frames, motors, len(scene.joints), len(scene.motors))
-    outs = [pack_state(state), *packed]
-    from symphys.backends import interpreted_mode
-
-    fn = pytensor.function([], outs, mode=interpreted_mode())
-    values = [np.asarray(v, dtype=np.float64) for v in fn()]
-    names = ("state", "body", "world", "joint", "motor")
-    out = dict(zip(names, values))
-    m = len(scene.motors)
-    act = np.zeros((1, m)) if action is None else np.asarray(action, float).reshape(1, m)
-    out["action"] = act
-    return out
+    return pytensor.function(inputs, [pack_state(state), *packed], mode=interpreted_mode(),
+                             on_unused_input="ignore")
 
 
 def unpack_model(scene, body, world, joint, motor):
