@@ -68,8 +68,8 @@ class LoopOptions:
       residuals), so the reverse pass runs only the VJP, for more memory
       (several times the states'). With checkpoints, the residuals are
       kept for one segment at a time. Loops built inside a storing loop's
-      step (the solver's sweeps) store too. See the README's speed section
-      for both measured."""
+      step (the solver's sweeps) store too. docs/gradients.md ("The
+      reverse pass") has both measured."""
 
     gradient_decay: float = 1.0
     truncate: int = 0

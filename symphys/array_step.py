@@ -4,7 +4,7 @@ The engine itself holds 3-vectors and 3x3 matrices as components
 (`symphys.algebra`). Users' own model code usually does not: this module is
 such code, a toy step of N spheres on a plane written with (B, N, 3)
 vectors, (B, N, 3, 3) rotations, matrix products, cross products built by
-stacking, and sums over the last axis (DESIGN.md's "toy scene": gravity, a
+stacking, and sums over the last axis (the toy scene: gravity, a
 penalty-free velocity-level ground contact with a few friction sweeps, and
 the rotation update R <- renormalise(R + dt skew(w) R)). `symphys bench`
 compiles it with the rewrites on and off; tests check both give the same

@@ -11,19 +11,21 @@ from pathlib import Path
 
 import numpy as np
 
-from symphys.errors import SymphysError
+from symphys.errors import ParameterError, SymphysError
 
 
 def _cmd_list(args) -> int:
     from symphys.experiments import EXPERIMENTS
-    from symphys.scene_io import available_scenes, scenes_dir
+    from symphys.scene_io import available_scenes, scene_summary, scenes_dir
 
+    names = available_scenes()
+    width = max(map(len, [*names, *EXPERIMENTS]))
     print(f"scenes ({scenes_dir()}):")
-    for name in available_scenes():
-        print(f"  {name}")
-    print("experiments:")
-    for name in sorted(EXPERIMENTS):
-        print(f"  {name}")
+    for name in names:
+        print(f"  {name:<{width}}  {scene_summary(name)}")
+    print("experiments (symphys experiment NAME [--quick]):")
+    for name, (_, summary) in EXPERIMENTS.items():
+        print(f"  {name:<{width}}  {summary}")
     return 0
 
 
@@ -33,8 +35,9 @@ def _cmd_simulate(args) -> int:
     from symphys.scene_io import load_scene
 
     scene = load_scene(args.scene)
+    params = parse_params(args.param)
     start = time.perf_counter()
-    traj = simulate(scene, args.steps, backend=args.backend)
+    traj = simulate(scene, args.steps, params=params or None, backend=args.backend)
     seconds = time.perf_counter() - start
     rows = [[name, np.array2string(traj.position[name][-1], precision=3),
              np.array2string(traj.velocity[name][-1], precision=3)]
@@ -70,6 +73,23 @@ def _cmd_simulate(args) -> int:
     return 0
 
 
+def parse_params(items) -> dict:
+    """{name: value} from `--param NAME=VALUE` options; VALUE is a number or
+    a JSON list such as [3,0,5]."""
+    params = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ParameterError(f"--param {item!r}: expected NAME=VALUE, e.g. ball.mass=2 "
+                                 f"or ball.velocity=[3,0,5]")
+        try:
+            params[name.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            raise ParameterError(f"--param {item!r}: the value must be a number or a list "
+                                 f"such as [3,0,5], got {text!r}") from None
+    return params
+
+
 def _cmd_experiment(args) -> int:
     from symphys import experiments
 
@@ -92,6 +112,9 @@ def _cmd_experiment(args) -> int:
     result = module.run(quick=args.quick, seed=args.seed, show_progress=not args.no_progress,
                         **chosen)
     print(module.report(result))
+    if args.quick:
+        print("(a quick run: the paper's numbers and targets are for full runs; "
+              "drop --quick for one)")
     json_path = args.json or f"results/{args.name}.json"
     # Without --plot the PNG goes beside the JSON.
     plot_path = args.plot or str(Path(json_path).with_suffix(".png"))
@@ -129,22 +152,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="simulate a scene and report its final state")
     p.add_argument("scene", help="a scene name (see `symphys list`) or a JSON path")
-    p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"])
-    p.add_argument("--json")
-    p.add_argument("--plot")
+    p.add_argument("--steps", type=int, default=500, help="time steps to run (default 500)")
+    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"],
+                   help="compiler (default numba)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="override a parameter, e.g. ball.mass=2 or ball.velocity=[3,0,5] "
+                        "(repeatable; an unknown name lists the valid ones)")
+    p.add_argument("--json", help="write the trajectory here as JSON")
+    p.add_argument("--plot", help="write heights and paths here as PNG")
     p.set_defaults(func=_cmd_simulate)
 
     p = sub.add_parser("experiment", help="run a paper experiment")
-    p.add_argument("name")
-    p.add_argument("--quick", action="store_true", help="a small, fast version")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("name", help="an experiment (see `symphys list`)")
+    p.add_argument("--quick", action="store_true",
+                   help="a small, fast version (the paper's targets apply to full runs)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--backend", choices=["numba", "jax", "cvm"],
                    help="default: the experiment's own (numba; jax for suh-friction and "
                    "suh-pushing, whose penalty contacts and friction cone the kernels lack)")
     p.add_argument("--json", help="default results/NAME.json")
     p.add_argument("--plot", help="default: beside the JSON (results/NAME.png)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--checkpoint", help="save the run here after every evaluation and resume "
                    "from it when it exists (quadruped-gait, quadruped-speed; "
                    "pendulum-camera keeps its distilled controller there)")
@@ -154,11 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("figure", help="one figure of the experiments' JSON results")
     p.add_argument("which", choices=["suh"], help="suh: the Suh et al. experiments (B)")
     p.add_argument("--dir", default="docs", help="folder of the suh-*.json files")
-    p.add_argument("--out", default="docs/suh-combined.png")
+    p.add_argument("--out", default="docs/suh-combined.png", help="the PNG to write")
     p.set_defaults(func=_cmd_figure)
 
     p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")
-    p.add_argument("--json", default="results/bench.json")
+    p.add_argument("--json", default="results/bench.json", help="results file (and resume point)")
     p.add_argument("--plot", default=None, help="PNG path (default: beside the JSON)")
     p.add_argument("--quick", action="store_true", help="four small cases")
     p.add_argument("--scenes", default=None,

@@ -10,7 +10,6 @@ impulse pushes a along n and b against it. Static b (the ground) has index -1.
 
 from __future__ import annotations
 
-import enum
 import itertools
 from dataclasses import dataclass, replace
 
@@ -19,32 +18,9 @@ import pytensor.tensor as pt
 
 from symphys.algebra import Mat3, Vec3, cross, dot, matvec, normalize
 from symphys.model import BodyArrays, WorldArrays
-from symphys.scene import Scene, Shape
-from symphys.scene_io import GROUND
+from symphys.scene import CONTACT_KINDS, GROUND, ContactKind, Scene
 
 STATIC = -1
-
-
-class ContactKind(enum.Enum):
-    SPHERE_GROUND = "sphere-ground"
-    BOX_GROUND = "box-ground"
-    CAPSULE_GROUND = "capsule-ground"
-    SPHERE_SPHERE = "sphere-sphere"
-    SPHERE_BOX = "sphere-box"
-    CAPSULE_SPHERE = "capsule-sphere"
-
-
-# Number of contact points each kind generates per pair.
-POINTS = {ContactKind.SPHERE_GROUND: 1, ContactKind.BOX_GROUND: 8,
-          ContactKind.CAPSULE_GROUND: 2, ContactKind.SPHERE_SPHERE: 1,
-          ContactKind.SPHERE_BOX: 1, ContactKind.CAPSULE_SPHERE: 1}
-
-_KIND_OF = {(Shape.SPHERE, GROUND): ContactKind.SPHERE_GROUND,
-            (Shape.BOX, GROUND): ContactKind.BOX_GROUND,
-            (Shape.CAPSULE, GROUND): ContactKind.CAPSULE_GROUND,
-            (Shape.SPHERE, Shape.SPHERE): ContactKind.SPHERE_SPHERE,
-            (Shape.SPHERE, Shape.BOX): ContactKind.SPHERE_BOX,
-            (Shape.CAPSULE, Shape.SPHERE): ContactKind.CAPSULE_SPHERE}
 
 
 @dataclass(frozen=True)
@@ -108,7 +84,7 @@ def contact_blocks(scene: Scene) -> list[ContactBlock]:
     by_kind: dict[ContactKind, list[tuple[int, int]]] = {k: [] for k in ContactKind}
     for pair in scene.contacts:
         kb = GROUND if pair.b == GROUND else shape[pair.b]
-        kind = _KIND_OF[(shape[pair.a], kb)]
+        kind = CONTACT_KINDS[(shape[pair.a], kb)]
         by_kind[kind].append((index[pair.a], STATIC if pair.b == GROUND else index[pair.b]))
     blocks = []
     for kind, pairs in by_kind.items():
@@ -174,90 +150,124 @@ def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays
     return replace(geom, rolling_friction=pt.maximum(roll_a, roll_b))
 
 
-def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
-                    position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
-    ga = Gather(block.a, n_bodies)
-    gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
-    xa = position.map(ga.take)
-    mu, e = _combine(block, bodies, world, ga, gb)
-    kind = block.kind
-    up = Vec3(pt.constant(0.0), pt.constant(0.0), pt.constant(1.0))
+@dataclass(frozen=True)
+class _Pair:
+    """One block's bodies at the current pose, for a collision function:
+    a's centres, b's (None against the ground), the pickers, materials."""
 
-    if kind is ContactKind.SPHERE_GROUND:
-        r = ga.take(bodies.radius)
-        ra = Vec3(0.0 * r, 0.0 * r, -r)
-        gap = xa.z - r - world.ground_height
-        return ContactGeometry(gap, up, ra, None, mu, e)
+    block: ContactBlock
+    bodies: BodyArrays
+    world: WorldArrays
+    rotation: Mat3
+    ga: Gather
+    gb: Gather | None
+    xa: Vec3
+    xb: Vec3 | None
+    mu: object
+    e: object
 
-    if kind is ContactKind.BOX_GROUND:
-        signs = list(itertools.product((-1.0, 1.0), repeat=3))[block.point]
-        rot = rotation.map(ga.take)
-        h = bodies.half_size.map(ga.take)
-        local = Vec3(signs[0] * h.x, signs[1] * h.y, signs[2] * h.z)
-        ra = matvec(rot, local)
-        gap = xa.z + ra.z - world.ground_height
-        return ContactGeometry(gap, up, ra, None, mu, e)
+    @property
+    def up(self) -> Vec3:
+        return Vec3(pt.constant(0.0), pt.constant(0.0), pt.constant(1.0))
 
-    if kind is ContactKind.CAPSULE_GROUND:
-        sign = -1.0 if block.point == 0 else 1.0
-        rot = rotation.map(ga.take)
-        r, hl = ga.take(bodies.radius), ga.take(bodies.half_length)
-        end = _z_axis(rot).scale(sign * hl)
-        ra = Vec3(end.x, end.y, end.z - r)
-        gap = xa.z + ra.z - world.ground_height
-        return ContactGeometry(gap, up, ra, None, mu, e)
+    def ground_contact(self, ra: Vec3) -> ContactGeometry:
+        """A point of a at lever arm ra against the ground plane."""
+        gap = self.xa.z + ra.z - self.world.ground_height
+        return ContactGeometry(gap, self.up, ra, None, self.mu, self.e)
 
-    xb = position.map(gb.take)
-
-    def round_pair(nearest_a: Vec3, r_a, r_b) -> ContactGeometry:
+    def round_contact(self, nearest_a: Vec3, r_a, r_b) -> ContactGeometry:
         """Two rounded shapes: a's closest core point to b's centre, radii."""
-        n, dist = normalize(nearest_a - xb, fallback=up)
+        n, dist = normalize(nearest_a - self.xb, fallback=self.up)
         gap = dist - r_a - r_b
         # Each body's lever arm reaches its own surface point: the two meet
         # when the gap closes, so the friction torque does not jump when a
         # speculative contact (gap > 0) switches on.
-        return ContactGeometry(gap, n, nearest_a - n.scale(r_a) - xa, n.scale(r_b), mu, e)
+        return ContactGeometry(gap, n, nearest_a - n.scale(r_a) - self.xa, n.scale(r_b),
+                               self.mu, self.e)
 
-    if kind is ContactKind.SPHERE_SPHERE:
-        return round_pair(xa, ga.take(bodies.radius), gb.take(bodies.radius))
 
-    if kind is ContactKind.CAPSULE_SPHERE:
-        hl = ga.take(bodies.half_length)
-        axis = _z_axis(rotation.map(ga.take))
-        start = xa - axis.scale(hl)
-        t = pt.clip(dot(xb - start, axis), 0.0, 2.0 * hl)
-        return round_pair(start + axis.scale(t), ga.take(bodies.radius),
-                          gb.take(bodies.radius))
+def _sphere_ground(p: _Pair) -> ContactGeometry:
+    r = p.ga.take(p.bodies.radius)
+    return p.ground_contact(Vec3(0.0 * r, 0.0 * r, -r))
 
-    if kind is ContactKind.SPHERE_BOX:
-        # a = sphere, b = box. Work in the box frame.
-        rot = rotation.map(gb.take)
-        r = ga.take(bodies.radius)
-        h = bodies.half_size.map(gb.take)
-        d = xa - xb
-        local = Vec3(rot.xx * d.x + rot.yx * d.y + rot.zx * d.z,
-                     rot.xy * d.x + rot.yy * d.y + rot.zy * d.z,
-                     rot.xz * d.x + rot.yz * d.y + rot.zz * d.z)
-        clamped = Vec3(pt.clip(local.x, -h.x, h.x), pt.clip(local.y, -h.y, h.y),
-                       pt.clip(local.z, -h.z, h.z))
-        n_out, dist = normalize(local - clamped)
-        outside = dist > 1e-9
-        # Centre inside the box: push out through the face of least penetration.
-        pen = Vec3(h.x - pt.abs(local.x), h.y - pt.abs(local.y), h.z - pt.abs(local.z))
-        on_x = (pen.x <= pen.y) & (pen.x <= pen.z)
-        on_y = ~on_x & (pen.y <= pen.z)
-        on_z = ~on_x & ~on_y
-        sgn = local.map(lambda c: pt.switch(c >= 0, 1.0, -1.0))
-        n_in = Vec3(pt.switch(on_x, sgn.x, 0.0), pt.switch(on_y, sgn.y, 0.0),
-                    pt.switch(on_z, sgn.z, 0.0))
-        depth_in = pt.switch(on_x, pen.x, pt.switch(on_y, pen.y, pen.z))
-        n_local = Vec3(*(pt.switch(outside, o, i) for o, i in zip(n_out, n_in)))
-        gap = pt.switch(outside, dist, -depth_in) - r
-        n = matvec(rot, n_local)
-        # Lever arms to the sphere's surface point and the box's (see round_pair).
-        return ContactGeometry(gap, n, n.scale(-r), xa - n.scale(r + gap) - xb, mu, e)
 
-    raise AssertionError(kind)
+def _box_ground(p: _Pair) -> ContactGeometry:
+    signs = list(itertools.product((-1.0, 1.0), repeat=3))[p.block.point]
+    h = p.bodies.half_size.map(p.ga.take)
+    local = Vec3(signs[0] * h.x, signs[1] * h.y, signs[2] * h.z)
+    return p.ground_contact(matvec(p.rotation.map(p.ga.take), local))
+
+
+def _capsule_ground(p: _Pair) -> ContactGeometry:
+    sign = -1.0 if p.block.point == 0 else 1.0
+    r, hl = p.ga.take(p.bodies.radius), p.ga.take(p.bodies.half_length)
+    end = _z_axis(p.rotation.map(p.ga.take)).scale(sign * hl)
+    return p.ground_contact(Vec3(end.x, end.y, end.z - r))
+
+
+def _sphere_sphere(p: _Pair) -> ContactGeometry:
+    return p.round_contact(p.xa, p.ga.take(p.bodies.radius), p.gb.take(p.bodies.radius))
+
+
+def _capsule_sphere(p: _Pair) -> ContactGeometry:
+    hl = p.ga.take(p.bodies.half_length)
+    axis = _z_axis(p.rotation.map(p.ga.take))
+    start = p.xa - axis.scale(hl)
+    t = pt.clip(dot(p.xb - start, axis), 0.0, 2.0 * hl)
+    return p.round_contact(start + axis.scale(t), p.ga.take(p.bodies.radius),
+                           p.gb.take(p.bodies.radius))
+
+
+def _sphere_box(p: _Pair) -> ContactGeometry:
+    """a = sphere, b = box, worked out in the box frame."""
+    rot = p.rotation.map(p.gb.take)
+    r = p.ga.take(p.bodies.radius)
+    h = p.bodies.half_size.map(p.gb.take)
+    d = p.xa - p.xb
+    local = Vec3(rot.xx * d.x + rot.yx * d.y + rot.zx * d.z,
+                 rot.xy * d.x + rot.yy * d.y + rot.zy * d.z,
+                 rot.xz * d.x + rot.yz * d.y + rot.zz * d.z)
+    clamped = Vec3(pt.clip(local.x, -h.x, h.x), pt.clip(local.y, -h.y, h.y),
+                   pt.clip(local.z, -h.z, h.z))
+    n_out, dist = normalize(local - clamped)
+    outside = dist > 1e-9
+    # Centre inside the box: push out through the face of least penetration.
+    pen = Vec3(h.x - pt.abs(local.x), h.y - pt.abs(local.y), h.z - pt.abs(local.z))
+    on_x = (pen.x <= pen.y) & (pen.x <= pen.z)
+    on_y = ~on_x & (pen.y <= pen.z)
+    on_z = ~on_x & ~on_y
+    sgn = local.map(lambda c: pt.switch(c >= 0, 1.0, -1.0))
+    n_in = Vec3(pt.switch(on_x, sgn.x, 0.0), pt.switch(on_y, sgn.y, 0.0),
+                pt.switch(on_z, sgn.z, 0.0))
+    depth_in = pt.switch(on_x, pen.x, pt.switch(on_y, pen.y, pen.z))
+    n_local = Vec3(*(pt.switch(outside, o, i) for o, i in zip(n_out, n_in)))
+    gap = pt.switch(outside, dist, -depth_in) - r
+    n = matvec(rot, n_local)
+    # Lever arms to the sphere's surface point and the box's (see round_contact).
+    return ContactGeometry(gap, n, n.scale(-r), p.xa - n.scale(r + gap) - p.xb, p.mu, p.e)
+
+
+# Each contact kind's collision function and the points it generates per pair.
+COLLIDERS = {
+    ContactKind.SPHERE_GROUND: (_sphere_ground, 1),
+    ContactKind.BOX_GROUND: (_box_ground, 8),
+    ContactKind.CAPSULE_GROUND: (_capsule_ground, 2),
+    ContactKind.SPHERE_SPHERE: (_sphere_sphere, 1),
+    ContactKind.SPHERE_BOX: (_sphere_box, 1),
+    ContactKind.CAPSULE_SPHERE: (_capsule_sphere, 1),
+}
+# Number of contact points each kind generates per pair.
+POINTS = {kind: points for kind, (_, points) in COLLIDERS.items()}
+
+
+def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
+                    position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
+    ga = Gather(block.a, n_bodies)
+    gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
+    mu, e = _combine(block, bodies, world, ga, gb)
+    pair = _Pair(block, bodies, world, rotation, ga, gb, position.map(ga.take),
+                 None if gb is None else position.map(gb.take), mu, e)
+    return COLLIDERS[block.kind][0](pair)
 
 
 def lever(r: Vec3, n: Vec3) -> Vec3:

@@ -1,5 +1,5 @@
 """Gradient estimators for smoothed objectives (Suh et al. 2022;
-EXPERIMENTS.md part B).
+experiments B1-B7).
 
 The objective is F(θ) = E_w[V(θ + w)], w ~ N(0, σ² I): the expected value
 of a rollout's loss V under Gaussian noise on the parameters θ (d,).

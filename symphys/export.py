@@ -43,6 +43,7 @@ import platform
 import shutil
 import tempfile
 import time
+from importlib import resources
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -439,7 +440,7 @@ def export(fn, path, *, scene=None, input_shapes=None, example_inputs=None,
                   for s, a in zip(inputs, exported.in_avals)]
         outputs = [(None, tuple(a.shape), str(np.dtype(a.dtype))) for a in exported.out_avals]
         files[JAX_FILE] = (ArtifactKind.JAX_EXPORT, bytes(exported.serialize()))
-        files[LOADER_FILE] = (ArtifactKind.LOADER, LOADER_SCRIPT.encode())
+        files[LOADER_FILE] = (ArtifactKind.LOADER, loader_source())
         graph_of = "graph_key" if fn.graph_key else "stablehlo"
         graph_digest = fn.graph_key or _sha256(exported.mlir_module())
     else:
@@ -695,54 +696,10 @@ def _load_jax(folder: Path, manifest: Manifest, blobs: dict):
     return ExportedFunction(exported, [(s.name, s.shape, s.dtype) for s in manifest.inputs])
 
 
-LOADER_SCRIPT = '''\
-"""Run this exported symphys function with JAX and NumPy alone (no symphys,
-no PyTensor). Written by symphys.export; manifest.json lists the inputs and
-outputs in order.
-
-    python load.py [FOLDER [OUT.npz]]   # runs example.npz, compares bitwise
-
-or, from Python:
-
-    call, manifest = load("FOLDER")
-    outputs = call(*inputs)      # NumPy arrays in, list of NumPy arrays out
-"""
-import json
-import sys
-from pathlib import Path
-
-import jax
-import numpy as np
-
-jax.config.update("jax_enable_x64", True)   # the function is float64
-from jax import export  # noqa: E402
-
-
-def load(folder):
-    folder = Path(folder)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    (name,) = [f["file"] for f in manifest["files"] if f["kind"] == "jax-export"]
-    exported = export.deserialize(bytearray((folder / name).read_bytes()))
-    run = jax.jit(exported.call)
-
-    def call(*inputs):
-        return [np.asarray(o) for o in jax.tree_util.tree_leaves(run(*inputs))]
-    return call, manifest
-
-
-if __name__ == "__main__":
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
-    call, manifest = load(folder)
-    if not (folder / "example.npz").exists():
-        sys.exit("no example.npz to run (exported without example_inputs)")
-    data = np.load(folder / "example.npz")
-    outputs = call(*[data[f"input{i}"] for i in range(len(manifest["inputs"]))])
-    if len(sys.argv) > 2:
-        np.savez(sys.argv[2], **{f"output{i}": o for i, o in enumerate(outputs)})
-    same = all(np.array_equal(o, data[f"output{i}"]) for i, o in enumerate(outputs))
-    print(f"{len(outputs)} outputs", "equal to" if same else "DIFFER from", "example.npz")
-    sys.exit(0 if same else 1)
-'''
+def loader_source() -> bytes:
+    """The standalone JAX runner written beside a jax export as load.py
+    (`symphys/export_loader.py`, which symphys itself never imports)."""
+    return resources.files("symphys").joinpath("export_loader.py").read_bytes()
 
 
 # -- command line -------------------------------------------------------------
@@ -770,7 +727,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--steps", type=int, required=True,
                    help="steps of the example run (numba, cvm: an input, any count "
                         "runs; jax: fixed)")
-    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"])
+    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"],
+                   help="compiler (default numba)")
     p.add_argument("--batch", type=int, default=None,
                    help="B worlds: every parameter gets a leading axis of length B "
                         "(numba and cvm then take any B; the example uses this one)")
@@ -778,7 +736,7 @@ def add_parser(subparsers) -> None:
                    help="export (loss, gradients in these parameters) instead of the "
                         "trajectory; loss: sum of squared final positions of every body")
     p.add_argument("--out", required=True, help="the folder to write, e.g. compiled/NAME")
-    p.add_argument("--description", default="")
+    p.add_argument("--description", default="", help="free text stored in the manifest")
     p.set_defaults(func=cli_main)
 
 

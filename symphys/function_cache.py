@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 
 from symphys import function_store, rewrites
-from symphys.backends import Compiled, as_backend
+from symphys.backends import Backend, Compiled, as_backend, jax_with_float64
 from symphys.compiled_loops import loops_run
 from symphys.rollout import quiet_graph_building
 
@@ -33,6 +33,8 @@ def cached(key, build: Callable[[], Compiled], backend,
     described: returns what the graph is made from as plain values with a
     stable repr (None: cannot say), the key of the on-disk
     `function_store`: a function found there is not built."""
+    if as_backend(backend) is Backend.JAX:
+        jax_with_float64()          # without JAX: one BackendError naming the extra
     key = (key, rewrites.enabled(backend), rewrites.fused(backend), loops_run())
     if key not in _CACHE:
         start = time.perf_counter()

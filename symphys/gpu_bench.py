@@ -5,7 +5,7 @@
 rollout and its gradient once per batch size (JAX specialises shapes) and
 reports world-steps per second for each, with the device JAX ran on. It
 runs on whatever device JAX picks: a GPU where `jax[cuda]` is installed and
-one is present, else the CPU (the README says which it was run on).
+one is present, else the CPU (docs/benchmarks.md says which it was run on).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ axis B (one world per row).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -19,6 +20,23 @@ from symphys.scene_io import closest
 
 
 MOTOR_FIELDS = ("gain", "max_velocity", "max_torque")
+
+
+class Sign(enum.Enum):
+    """What a parameter's values must be, as the scene reader requires of
+    the same field."""
+    POSITIVE = "> 0"
+    NONNEGATIVE = ">= 0"
+
+
+# The sign of each bounded parameter, by field (the part after the dot).
+FIELD_SIGNS = {
+    **dict.fromkeys(("mass", "radius", "size", "length", "constraint_frequency",
+                     "contact_stiffness", *MOTOR_FIELDS), Sign.POSITIVE),
+    **dict.fromkeys(("friction", "restitution", "rolling_friction", "viscous_damping",
+                     "dry_friction", "constraint_damping", "contact_damping",
+                     "velocity_damping"), Sign.NONNEGATIVE),
+}
 
 
 def drag_joints(scene: Scene) -> list:
@@ -150,8 +168,8 @@ def resolve_values(scene: Scene, params: Mapping | None) -> tuple[dict[str, np.n
     shapes = parameter_shapes(scene)
     values = default_parameters(scene)
     batch = None
-    for name in check_names(scene, (params or {}).keys(), "params"):
-        value = np.asarray(params[name], dtype=np.float64)
+    for name in check_names(scene, check_mapping(scene, params).keys(), "params"):
+        value = check_value(scene, name, params[name])
         base = shapes[name]
         if value.shape == base:
             pass
@@ -165,10 +183,36 @@ def resolve_values(scene: Scene, params: Mapping | None) -> tuple[dict[str, np.n
             raise ParameterError(
                 f"{scene.source}: parameter {name!r} must have shape {base} "
                 f"(or (B,) + {base} for a batch of worlds), got {value.shape}")
-        if not np.all(np.isfinite(value)):
-            raise ParameterError(f"{scene.source}: parameter {name!r} contains NaN or inf")
         values[name] = value
     return values, batch
+
+
+def check_mapping(scene: Scene, params) -> Mapping:
+    """`params` as given (None: {}), if it is a mapping of names to values."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise ParameterError(f"{scene.source}: params= must be a dict of parameter names to "
+                             f"values, e.g. {{'ball.mass': 2.0}}; got a {type(params).__name__}")
+    return params
+
+
+def check_value(scene: Scene, name: str, value) -> np.ndarray:
+    """A numeric parameter value as float64, if finite and of the sign its
+    field requires (`FIELD_SIGNS`)."""
+    try:
+        value = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{scene.source}: parameter {name!r} must be a number or an "
+                             f"array of numbers, got {value!r}") from None
+    if not np.all(np.isfinite(value)):
+        raise ParameterError(f"{scene.source}: parameter {name!r} contains NaN or inf")
+    sign = FIELD_SIGNS.get(name.rsplit(".", 1)[-1])
+    if value.size and (sign is Sign.POSITIVE and value.min() <= 0
+                       or sign is Sign.NONNEGATIVE and value.min() < 0):
+        raise ParameterError(f"{scene.source}: parameter {name!r} must be {sign.value}, "
+                             f"got {value.min():g}")
+    return value
 
 
 def symbols(scene: Scene, wrt: Iterable[str] | None = None, *, batched=()) -> dict:

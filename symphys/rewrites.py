@@ -3,8 +3,8 @@
 Model code written with (..., 3) vectors and (..., 3, 3) matrices (stacks,
 matrix products, sums over the last axis, indexing of components) compiles
 into many small Ops per step: each pays a per-Op cost inside a scan, which
-dominates the Numba backend (DESIGN.md, "Performance": 17.7 ms against
-0.39 ms for the same toy step). These rewrites take such graphs to the form
+dominates the Numba backend (17.7 ms against 0.39 ms for the same toy
+step, measured when this module was written). These rewrites take such graphs to the form
 symphys' own engine is written in (`symphys.algebra`): each component a
 tensor of the batch shape, every operation elementwise, so PyTensor's
 fusion turns a step into a few loops.
@@ -81,7 +81,7 @@ def default_for(backend) -> bool:
     """Whether a backend gets symphys' rewrites unless told otherwise: Numba
     and CVM do (they pay per Op, and components fuse into few loops); JAX
     does not (XLA fuses (..., 3) arrays itself, and the component form ran
-    the array toy step 2.3x slower there: README, "Speed")."""
+    the array toy step 2.3x slower there: docs/benchmarks.md)."""
     return _backend_name(backend) != "jax"
 
 

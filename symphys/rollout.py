@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+from pytensor.graph.basic import Variable
 
 from symphys import rewrites
 from symphys.errors import ParameterError
@@ -22,7 +23,8 @@ from symphys.model import STATE_SIZE, build_model, model_leaves, zero_template
 from symphys.physics.kernels.graph import pack_state
 from symphys.physics.kernels.packing import packed_model
 from symphys.physics.kernels.layout import UnsupportedByKernels, build_layout
-from symphys.params import check_names, default_parameters, parameter_shapes
+from symphys.params import (check_mapping, check_names, check_value, default_parameters,
+                            parameter_shapes)
 from symphys.scene import Scene
 from symphys.timeloop import LoopOptions, Policy, articulation_leaves, time_loop
 
@@ -58,10 +60,12 @@ def split_batched(scene: Scene, params: dict) -> set[str]:
 
 def full_parameters(scene: Scene, params: dict | None) -> dict:
     """`params` completed with the scene's defaults (as constants)."""
-    check_names(scene, (params or {}).keys(), "params")
+    params = check_mapping(scene, params)
+    check_names(scene, params.keys(), "params")
     out = {k: pt.constant(v, name=k) for k, v in default_parameters(scene).items()}
-    for k, v in (params or {}).items():
-        out[k] = pt.as_tensor_variable(v)
+    for k, v in params.items():
+        # symbolic values are the caller's; numbers are checked like scene fields
+        out[k] = pt.as_tensor_variable(v if isinstance(v, Variable) else check_value(scene, k, v))
     return out
 
 

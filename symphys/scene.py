@@ -42,6 +42,33 @@ class Shape(enum.Enum):
     CAPSULE = "capsule"
 
 
+# The name contact pairs use for the ground plane.
+GROUND = "ground"
+
+
+class ContactKind(enum.Enum):
+    """A contact routine: the shapes of body a and of body b (or the ground)."""
+    SPHERE_GROUND = "sphere-ground"
+    BOX_GROUND = "box-ground"
+    CAPSULE_GROUND = "capsule-ground"
+    SPHERE_SPHERE = "sphere-sphere"
+    SPHERE_BOX = "sphere-box"
+    CAPSULE_SPHERE = "capsule-sphere"
+
+
+# The shape pairs that can touch, keyed (shape of a, shape of b or GROUND):
+# every reader of pairs (the scene reader, the reference step's and the
+# kernels' collision tables) asks this one table.
+CONTACT_KINDS: dict[tuple, ContactKind] = {
+    (Shape.SPHERE, GROUND): ContactKind.SPHERE_GROUND,
+    (Shape.BOX, GROUND): ContactKind.BOX_GROUND,
+    (Shape.CAPSULE, GROUND): ContactKind.CAPSULE_GROUND,
+    (Shape.SPHERE, Shape.SPHERE): ContactKind.SPHERE_SPHERE,
+    (Shape.SPHERE, Shape.BOX): ContactKind.SPHERE_BOX,
+    (Shape.CAPSULE, Shape.SPHERE): ContactKind.CAPSULE_SPHERE,
+}
+
+
 class ContactModel(enum.Enum):
     IMPULSE = "impulse"     # velocity-level rows in the Gauss-Seidel solver (stiff)
     PENALTY = "penalty"     # spring-damper force k d - c v_n once the depth d > 0

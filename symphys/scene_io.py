@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from symphys.errors import SceneError
-from symphys.scene import (GROUND_CHECKER, WORLD, Body, Camera, ContactModel, ContactPair,
-                           FrictionModel, Ground, Joint, JointType, Motor, MotorMode, Plane,
+from symphys.scene import (CONTACT_KINDS, GROUND, GROUND_CHECKER, WORLD, Body, Camera,
+                           ContactModel, ContactPair, FrictionModel, Ground, Joint, JointType,
+                           Motor, MotorMode, Plane,
                            Scene, Sensor, SensorKind, Shape, SolverOptions, Texture,
                            TextureKind, check_color)
 
 FORMAT = "symphys-scene/1"
-GROUND = "ground"
 
 _TOP_FIELDS = {"format", "name", "dt", "gravity", "solver", "ground",
                "bodies", "contacts", "joints", "motors", "sensors", "cameras",
@@ -90,6 +90,13 @@ def available_scenes() -> list[str]:
     return sorted(p.stem for p in scenes_dir().glob("*.json"))
 
 
+def scene_summary(name: str, width: int = 70) -> str:
+    """The first sentence of a shipped scene's description, cut to `width`."""
+    doc = json.loads((scenes_dir() / f"{name}.json").read_text())
+    text = str(doc.get("description", "")).split(". ")[0].rstrip(".")
+    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
+
+
 def load_scene(path_or_name: str | Path) -> Scene:
     """Load a scene from a JSON file path, or by name from the shipped graphs/."""
     path = Path(path_or_name)
@@ -103,24 +110,20 @@ def load_scene(path_or_name: str | Path) -> Scene:
         path = candidate
     if not path.exists():
         raise SceneError("file not found", source=str(path))
-    text = path.read_text()
+    if path.is_dir():
+        raise SceneError("is a folder; give a scene file (.json) or a shipped scene's name",
+                         source=str(path))
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SceneError(f"cannot be read: {exc}", source=str(path)) from None
+    try:
+        # NaN and Infinity literals parse, and `_check_finite_tree` names their field.
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SceneError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                          f"{exc.msg}", source=str(path)) from None
-    except _NonFinite as exc:
-        raise SceneError(f"non-finite number {exc.args[0]} is not allowed",
-                         source=str(path)) from None
     return scene_from_dict(doc, source=str(path), raw=text)
-
-
-class _NonFinite(Exception):
-    pass
-
-
-def _reject_constant(token: str):
-    raise _NonFinite(token)
 
 
 # -- field readers ---------------------------------------------------------
@@ -348,27 +351,21 @@ def _read_solver(doc, source: str) -> SolverOptions:
 def _check_finite_tree(doc, source: str, path: str = "") -> None:
     """Reject NaN/inf anywhere (json.loads only accepts them as literals)."""
     if isinstance(doc, float) and not math.isfinite(doc):
-        raise SceneError(f"non-finite number {doc!r} is not allowed",
+        literal = "NaN" if math.isnan(doc) else ("Infinity" if doc > 0 else "-Infinity")
+        raise SceneError(f"non-finite number {literal} is not allowed",
                          source=source, field=path or None)
     if isinstance(doc, dict):
         for k, v in doc.items():
             _check_finite_tree(v, source, f"{path}.{k}" if path else k)
     elif isinstance(doc, (list, tuple)):
         for i, v in enumerate(doc):
-            _check_finite_tree(v, source, f"{path}[{i}]")
-
-
-SUPPORTED_PAIRS = {
-    (Shape.SPHERE, GROUND), (Shape.BOX, GROUND), (Shape.CAPSULE, GROUND),
-    (Shape.SPHERE, Shape.SPHERE), (Shape.SPHERE, Shape.BOX),
-    (Shape.CAPSULE, Shape.SPHERE),
-}
+            name = v.get("name") if isinstance(v, dict) else None
+            _check_finite_tree(v, source, f"{path}[{name if isinstance(name, str) else i}]")
 
 
 def _auto_contacts(bodies, has_ground: bool, joints=()) -> tuple[ContactPair, ...]:
-    """Every body against the ground, and every supported pair of shapes not
-    joined by a joint (box-box and capsule-box/capsule-capsule are not
-    implemented: skipped)."""
+    """Every body against the ground, and every pair of shapes with a
+    contact routine (`CONTACT_KINDS`) not joined by a joint."""
     pairs = []
     if has_ground:
         pairs += [ContactPair(b.name, GROUND) for b in bodies]
@@ -377,9 +374,9 @@ def _auto_contacts(bodies, has_ground: bool, joints=()) -> tuple[ContactPair, ..
         for b in bodies[i + 1:]:
             if frozenset((a.name, b.name)) in joined:
                 continue
-            if (a.shape, b.shape) in SUPPORTED_PAIRS:
+            if (a.shape, b.shape) in CONTACT_KINDS:
                 pairs.append(ContactPair(a.name, b.name))
-            elif (b.shape, a.shape) in SUPPORTED_PAIRS:
+            elif (b.shape, a.shape) in CONTACT_KINDS:
                 pairs.append(ContactPair(b.name, a.name))
     return tuple(pairs)
 
@@ -408,13 +405,13 @@ def _read_contacts(doc, source: str, bodies, has_ground,
         if a == GROUND:
             a, b = b, a
         kinds = (by_name[a].shape, GROUND if b == GROUND else by_name[b].shape)
-        if kinds not in SUPPORTED_PAIRS and kinds[::-1] in SUPPORTED_PAIRS:
+        if kinds not in CONTACT_KINDS and kinds[::-1] in CONTACT_KINDS:
             a, b = b, a
             kinds = kinds[::-1]
-        if kinds not in SUPPORTED_PAIRS:
+        if kinds not in CONTACT_KINDS:
             r.fail("b", f"contact {kinds[0].value}-{getattr(kinds[1], 'value', kinds[1])}"
-                   " is not supported; supported: sphere/box/capsule-ground, "
-                   "sphere-sphere, sphere-box, capsule-sphere")
+                   " is not supported; supported: "
+                   + ", ".join(k.value for k in CONTACT_KINDS.values()))
         key = frozenset((a, b))
         if key in seen:
             r.fail("b", f"pair {a}-{b} listed twice")

@@ -56,13 +56,16 @@ def add_parser(subparsers) -> None:
                    help="cut recordings into segments of this many steps (multiple shooting)")
     p.add_argument("--noise", help="COLUMN=SIGMA,... (default 1 in the column's units)")
     p.add_argument("--bounds", help="NAME=LOW:HIGH,... (empty side: unbounded)")
-    p.add_argument("--method", default="least_squares", choices=["least_squares", "lbfgs"])
-    p.add_argument("--max-evaluations", type=int, default=100)
-    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"])
+    p.add_argument("--method", default="least_squares", choices=["least_squares", "lbfgs"],
+                   help="optimiser (default least_squares: SciPy's, on the residuals' Jacobian)")
+    p.add_argument("--max-evaluations", type=int, default=100,
+                   help="most residual evaluations (default 100)")
+    p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"],
+                   help="compiler (default numba)")
     p.add_argument("--chunk", type=int, default=256, help="worlds per compiled call")
-    p.add_argument("--json")
-    p.add_argument("--plot")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", help="write the fit (values, uncertainties, residuals) here")
+    p.add_argument("--plot", help="write recorded against fitted trajectories here as PNG")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cli_main)
 
 

@@ -4,13 +4,59 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from symphys.cli import main
 
 
 def test_list(capsys):
+    """Every shipped scene and experiment on a line of its own, with what it is."""
+    from importlib.util import find_spec
+
+    from symphys.experiments import EXPERIMENTS
+    from symphys.scene_io import available_scenes
+
     assert main(["list"]) == 0
-    out = capsys.readouterr().out
-    assert "ball" in out and "ball-throw" in out
+    lines = capsys.readouterr().out.splitlines()
+    for name in [*available_scenes(), *EXPERIMENTS]:
+        line = next(line for line in lines if line.split()[:1] == [name])
+        assert len(line.split()) > 2, line                # a description follows the name
+    assert any(line.split()[:2] == ["ball-throw", "A1:"] for line in lines)
+    for module, _ in EXPERIMENTS.values():
+        assert find_spec(f"symphys.experiments.{module}") is not None, module
+
+
+def test_simulate_takes_parameter_overrides(tmp_path):
+    js = tmp_path / "b.json"
+    assert main(["simulate", "ball", "--steps", "5", "--param", "ball.velocity=[3,0,5]",
+                 "--param", "ball.mass=2", "--json", str(js)]) == 0
+    doc = json.loads(js.read_text())
+    assert doc["bodies"]["ball"]["velocity"][0] == [3.0, 0.0, 5.0]
+
+
+@pytest.mark.parametrize("param, words", [
+    ("ball.mass", "expected NAME=VALUE"),
+    ("ball.mass=heavy", "must be a number or a list"),
+    ("ball.mass=-1", "'ball.mass' must be > 0"),
+    ("ball.mas=1", "did you mean 'ball.mass'"),
+])
+def test_bad_parameter_override_is_one_line(param, words, capsys):
+    assert main(["simulate", "ball", "--steps", "5", "--param", param]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("symphys: error:") and words in err
+
+
+def test_backend_without_jax_names_the_extra():
+    """Without JAX installed, `--backend jax` and the experiments that run on
+    JAX by default stop with one line naming the extra to install."""
+    block = "import sys; sys.modules['jax'] = None; from symphys.cli import main; "
+    for argv in (["simulate", "ball", "--steps", "3", "--backend", "jax"],
+                 ["experiment", "suh-pushing", "--quick", "--no-progress"]):
+        out = subprocess.run([sys.executable, "-c", block + f"sys.exit(main({argv!r}))"],
+                             capture_output=True, text=True)
+        assert out.returncode == 2, out.stderr
+        assert "backend 'jax' needs JAX: pip install 'symphys[jax]'" in out.stderr
+        assert "Traceback" not in out.stderr
 
 
 def test_simulate_writes_json_and_plot(tmp_path, capsys):

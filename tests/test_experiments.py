@@ -31,7 +31,9 @@ def test_ball_throw_quick(tmp_path, capsys):
     assert doc["gradient_no_rolling_friction"]["final_loss"] > 1.0
     assert doc["paper"]["gradient"]["iterations"] == 88
     assert png.stat().st_size > 1000
-    assert "gradient (paper)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "gradient (paper)" in out
+    assert "targets are for full runs" in out          # a quick run says so
 
 
 def _run_quick(name, tmp_path, **sizes):

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -117,16 +118,47 @@ def test_round_trip_in_a_fresh_process_is_bitwise_identical(exported, tmp_path):
     _assert_identical([np.asarray(v) for v in inputs], [np.asarray(v) for v in exported.inputs])
 
 
-def test_jax_artifact_runs_without_symphys(jax_export, tmp_path):
-    """load.py, written beside the artifact, with symphys and PyTensor made
-    unimportable: jax.export.deserialize and call only."""
+def _installed_alone(names, folder: Path) -> Path:
+    """`folder` holding links to what pip installs for `names`: each
+    distribution's top-level files and those of everything it requires."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    todo, seen = list(names), set()
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = metadata.distribution(name)
+        todo += [r.name for r in map(Requirement, dist.requires or ())
+                 if r.marker is None or r.marker.evaluate({"extra": ""})]
+        folder.mkdir(exist_ok=True)
+        for top in {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}:
+            if not (folder / top).exists():
+                (folder / top).symlink_to(Path(dist.locate_file(top)).resolve())
+    return folder
+
+
+def test_jax_artifact_runs_with_only_the_packages_it_names(jax_export, tmp_path):
+    """load.py, written beside the artifact, in a Python that can import only
+    what its own `pip install` line names (and their requirements): no
+    symphys, no PyTensor."""
+    (line,) = [x for x in (jax_export.path / "load.py").read_text().splitlines()
+               if "pip install" in x]
+    names = line.split("pip install", 1)[1].split()
+    assert "flatbuffers" in names
+    site = _installed_alone(names, tmp_path / "site")
     out = tmp_path / "out.npz"
-    code = ("import runpy, sys\n"
-            "sys.modules['symphys'] = None\n"     # any import of them now fails
-            "sys.modules['pytensor'] = None\n"
+    code = ("import importlib.util, runpy, sys\n"
+            "sys.path.insert(0, sys.argv[3])\n"
+            "assert not any(map(importlib.util.find_spec, ['symphys', 'pytensor', 'numba']))\n"
             "sys.argv = ['load.py', sys.argv[1], sys.argv[2]]\n"
             "runpy.run_path(sys.argv[1] + '/load.py', run_name='__main__')\n")
-    run = subprocess.run([sys.executable, "-I", "-c", code, str(jax_export.path), str(out)],
+    run = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(jax_export.path),
+                          str(out), str(site)],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr + run.stdout
     assert "equal to example.npz" in run.stdout

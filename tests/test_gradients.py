@@ -163,7 +163,7 @@ def test_landing_time_moves_the_final_position_continuously():
 def test_sphere_strikes_box():
     """Box size, masses and friction through the sphere-box contact."""
     scene = knock()
-    # vx = 1.97 keeps the impact away from a step boundary (see README, Physics).
+    # vx = 1.97 keeps the impact away from a step boundary (see docs/physics.md, "One step").
     params = {"ball.velocity": [1.97, 0.3, -0.1], "ball.angular_velocity": [0.0, 0.0, 4.0]}
     grads = check_gradient(scene, 150, ["ball.velocity", "crate.size", "crate.mass",
                                         "ball.radius", "crate.friction",

@@ -15,7 +15,7 @@ from scenes import (BACKEND, FLAP_LIMITS, ROD_LENGTH, SLIDE_ANGLE, chain, double
 G = 9.81
 # Multi-body articulated scenes run on JAX here: their cold Numba compile
 # takes 5-10 minutes each on CI's 2 cores (one LLVM function per fused loop;
-# see README, "Compile times"); JAX compiles them in about a minute. The
+# see docs/kernels.md, "Compile times"); JAX compiles them in about a minute. The
 # pendulum (with its motor) runs on Numba.
 ARTICULATED = "jax"
 

@@ -19,3 +19,9 @@ def test_notebook_runs(path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+
+
+def test_notebooks_are_numbered_in_order():
+    """01_, 02_, ...: one notebook per number, none skipped."""
+    numbers = [int(p.name.split("_")[0]) for p in NOTEBOOKS]
+    assert numbers == list(range(1, len(NOTEBOOKS) + 1)), [p.name for p in NOTEBOOKS]

@@ -87,10 +87,18 @@ def test_missing_radius_and_mass(tmp_path):
 
 
 def test_nan_and_inf_anywhere(tmp_path):
+    """Literal NaN and Infinity in a file: the error names the field."""
     text = json.dumps(_doc()).replace('"position": [0, 0, 1]', '"position": [0, NaN, 1]')
-    assert "NaN" in _error(tmp_path, text)
+    msg = _error(tmp_path, text)
+    assert "NaN" in msg and "field 'bodies[b].position[1]'" in msg
     text = json.dumps(_doc()).replace('"friction": 0.5', '"friction": Infinity')
-    assert "Infinity" in _error(tmp_path, text)
+    msg = _error(tmp_path, text)
+    assert "Infinity" in msg and "field 'ground.friction'" in msg
+
+
+def test_a_folder_is_not_a_scene(tmp_path):
+    with pytest.raises(SceneError, match="is a folder"):
+        sp.load_scene(tmp_path)
 
 
 def test_nan_from_builder():
@@ -140,6 +148,32 @@ def test_param_value_of_wrong_shape():
         sp.simulate(scene, 5, params={"ball.velocity": [1.0, 2.0]})
     with pytest.raises(ParameterError, match="NaN"):
         sp.simulate(scene, 5, params={"ball.mass": float("nan")})
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("ball.mass", -1.0, "'ball.mass' must be > 0, got -1"),
+    ("ball.mass", 0.0, "'ball.mass' must be > 0, got 0"),
+    ("ball.radius", -0.5, "'ball.radius' must be > 0"),
+    ("ground.friction", -0.1, "'ground.friction' must be >= 0"),
+    ("ball.restitution", [0.2, -0.3], "'ball.restitution' must be >= 0, got -0.3"),
+    ("ball.mass", "heavy", "'ball.mass' must be a number"),
+])
+def test_param_values_are_checked_like_scene_fields(name, value, words):
+    """A `params=` override outside what the scene reader accepts is a
+    ParameterError naming the parameter, numerically and in a graph."""
+    scene = sp.load_scene("ball")
+    with pytest.raises(ParameterError, match=words):
+        sp.simulate(scene, 5, params={name: value})
+    with pytest.raises(ParameterError, match=words):
+        sp.rollout(scene, 5, params={name: value})
+
+
+def test_params_must_be_a_mapping():
+    scene = sp.load_scene("ball")
+    with pytest.raises(ParameterError, match="params= must be a dict.*got a list"):
+        sp.simulate(scene, 5, params=[("ball.mass", 1.0)])
+    with pytest.raises(ParameterError, match="params= must be a dict"):
+        sp.rollout(scene, 5, params=[("ball.mass", 1.0)])
 
 
 def test_bad_backend():

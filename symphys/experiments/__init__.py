@@ -11,22 +11,28 @@ import importlib
 from symphys.errors import SymphysError
 from symphys.scene_io import closest
 
+# name -> (module, one line on what it runs)
 EXPERIMENTS = {
-    "double-pendulum-sysid": "symphys.experiments.double_pendulum_sysid",
-    "ball-throw": "symphys.experiments.ball_throw",
-    "arm-fixed": "symphys.experiments.arm_fixed",
-    "arm-random": "symphys.experiments.arm_random",
-    "arm-hardware": "symphys.experiments.arm_hardware",
-    "quadruped-gait": "symphys.experiments.quadruped_gait",
-    "quadruped-speed": "symphys.experiments.quadruped_speed",
-    "pendulum-camera": "symphys.experiments.pendulum_camera",
-    "suh-heaviside": "symphys.experiments.suh_heaviside",
-    "suh-ball-wall": "symphys.experiments.suh_ball_wall",
-    "suh-double-pendulum": "symphys.experiments.suh_double_pendulum",
-    "suh-friction": "symphys.experiments.suh_friction",
-    "suh-pivot": "symphys.experiments.suh_pivot",
-    "suh-pushing": "symphys.experiments.suh_pushing",
-    "suh-tennis": "symphys.experiments.suh_tennis",
+    "ball-throw": ("ball_throw", "A1: throw a ball to come to rest 10 m away"),
+    "quadruped-speed": ("quadruped_speed", "A2 and Table 1: closed-loop gradient speed "
+                                           "of the quadruped"),
+    "arm-fixed": ("arm_fixed", "A3: a 4-servo arm learns to hold its gripper on a point"),
+    "arm-random": ("arm_random", "A4: the arm learns to reach any point it is given"),
+    "quadruped-gait": ("quadruped_gait", "A5: a quadruped learns an open-loop gait"),
+    "pendulum-camera": ("pendulum_camera", "A6: swing a bar up on a cart from camera "
+                                           "pixels"),
+    "arm-hardware": ("arm_hardware", "A7: the arm's link lengths optimised with its "
+                                     "controller"),
+    "suh-heaviside": ("suh_heaviside", "B1: gradient estimates of a smoothed step"),
+    "suh-ball-wall": ("suh_ball_wall", "B2: a ball thrown over a wall, a flat region"),
+    "suh-pivot": ("suh_pivot", "B3: angular momentum transfer, a cliff"),
+    "suh-pushing": ("suh_pushing", "B4: pushing a block through a spring"),
+    "suh-friction": ("suh_friction", "B5: a block sliding off a pushed cart"),
+    "suh-double-pendulum": ("suh_double_pendulum", "B6: gradient variance of a chaotic "
+                                                   "double pendulum"),
+    "suh-tennis": ("suh_tennis", "B7: a linear policy returns a tennis ball"),
+    "double-pendulum-sysid": ("double_pendulum_sysid", "C: identify a real double "
+                                                       "pendulum from recordings"),
 }
 
 
@@ -35,4 +41,4 @@ def get(name: str):
     if name not in EXPERIMENTS:
         raise SymphysError(f"unknown experiment {name!r}{closest(name, EXPERIMENTS)}; "
                            f"available: {sorted(EXPERIMENTS)}")
-    return importlib.import_module(EXPERIMENTS[name])
+    return importlib.import_module(f"{__name__}.{EXPERIMENTS[name][0]}")

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md A3: a 4-servo arm learns to hold its gripper on a fixed
+"""Experiment A3: a 4-servo arm learns to hold its gripper on a fixed
 point.
 
 Scene `graphs/arm.json` read through one sensor, the gripper's distance to

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md A7 (a proposal of the paper; no result is shown there):
+"""Experiment A7 (a proposal of the paper; no result is shown there):
 optimise the arm's link lengths jointly with its controller.
 
 Task: the A3 arm (`graphs/arm.json`) read through the target (3 inputs, as

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md A4: the arm learns to reach any point it is given.
+"""Experiment A4: the arm learns to reach any point it is given.
 
 Scene `graphs/arm.json` read through one sensor, the target (3 task
 inputs); controller: target -> 1024 -> 1024 -> 4 tanh network (1,057,796

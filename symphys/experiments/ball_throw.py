@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md A1: throw a ball so it comes to rest 10 m away.
+"""Experiment A1: throw a ball so it comes to rest 10 m away.
 
 Six parameters (initial linear and angular velocity), 500 steps of 0.01 s.
 Loss = |final position - (10, 0, 0.5)| + |final 6-D velocity|. Gradient

@@ -1,4 +1,4 @@
-"""System identification of a real double pendulum (EXPERIMENTS.md C).
+"""System identification of a real double pendulum (experiment C).
 
 Data: IBM's "Double Pendulum Chaotic" recordings (shipped in
 `symphys/data/ibm-double-pendulum`, CDLA-Sharing 1.0): pixel positions of

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md A6: swing a bar up on a cart and balance it, seeing only
+"""Experiment A6: swing a bar up on a cart and balance it, seeing only
 camera images.
 
 Scene `graphs/pendulum_camera.json`: a cart on a rail (slider with a

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md A5: a quadruped learns an open-loop gait.
+"""Experiment A5: a quadruped learns an open-loop gait.
 
 Scene `graphs/hopper.json` (A5 geometry: 8 hip and knee servos at 4 N m).
 The only sensor is the gait clock, sin and cos of 2 pi 1.5 Hz t; the

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md A2 and the paper's Table 1: what a closed-loop gradient
+"""Experiment A2 and the paper's Table 1: what a closed-loop gradient
 of a quadruped costs.
 
 Scene `graphs/quadruped.json` ("Predator": 13 bodies, 16 position servos,

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md B2: a ball thrown over a wall, in the 3D engine.
+"""Experiment B2: a ball thrown over a wall, in the 3D engine.
 
 A small sphere (r = 1 mm) leaves the ground at v0 = 1 m/s and throw angle
 θ; a thin box wall (2 mm thick, 20 mm high) welded to the world stands

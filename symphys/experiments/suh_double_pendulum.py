@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md B6: gradient variance of a passive double pendulum
+"""Experiment B6: gradient variance of a passive double pendulum
 against the horizon, in the 3D engine.
 
 Two 0.1 kg bobs hang from hinges about y: the shoulder at the origin, the

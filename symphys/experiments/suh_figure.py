@@ -1,4 +1,4 @@
-"""One figure of the Suh et al. experiments (EXPERIMENTS.md B), drawn from
+"""One figure of the Suh et al. experiments (experiments B), drawn from
 their JSON files, a panel each, like the paper's overview figure.
 
     symphys figure suh [--dir docs] [--out docs/suh-combined.png]

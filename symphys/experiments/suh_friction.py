@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md B5: friction, a block sliding off a pushed cart, in the
+"""Experiment B5: friction, a block sliding off a pushed cart, in the
 3D engine.
 
 A 0.1 kg cart (a box 0.2 m long, so the block touches it while
@@ -17,7 +17,7 @@ Cost: Σ_t (s_t − s_g)ᵀ Q (s_t − s_g) + u_t² over s = [x1, x2, v1, v2],
 plus a terminal (s_T − s_g)ᵀ Q (s_T − s_g), goal [2, 2, 0, 0],
 Q = diag(0.1, 10, 0.1, 0.1); h = 0.005, T = 400, u0 = 0, σ = 0.1, N = 10,
 step 1e-4, 100 iterations, and for the α rule δ = 0.95, L = 100,
-γ = 2·10⁴ (EXPERIMENTS.md gives no cost; all these are the authors' code
+γ = 2·10⁴ (the paper gives no cost; all these are the authors' code
 for this example). The paper's finding: the exact gradient stops seeing
 the block once it has slid off, so first-order descent, faster at first,
 then degrades, while zeroth- and alpha-order descent converge.

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md B1: gradient estimates of a smoothed Heaviside step.
+"""Experiment B1: gradient estimates of a smoothed Heaviside step.
 
 V(θ) = 1[θ ≥ 0], F(θ) = E[V(θ + w)] = Φ(θ / σ) with w ~ N(0, σ²), so
 ∇F(θ) = φ(θ / σ) / σ. The exact (first-order) gradient of V is 0 wherever

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md B3: angular momentum transfer ("pivot"), a cliff.
+"""Experiment B3: angular momentum transfer ("pivot"), a cliff.
 
 V(θ) = −sin²θ for |θ| ≤ 45°, else 0: the cost falls towards the cliff edge
 at π/4 and is 0 beyond it. Gradient descent on the smoothed objective from

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md B4: pushing a block through a spring, in the 3D engine.
+"""Experiment B4: pushing a block through a spring, in the 3D engine.
 
 Two 0.1 kg spheres of radius 0.5 m, no gravity, start touching at x = 0
 and x = 1. Penalty contact (symphys.penalty, damping 0) gives the paper's

@@ -1,4 +1,4 @@
-"""EXPERIMENTS.md B7: tennis, a linear feedback policy returning a ball
+"""Experiment B7: tennis, a linear feedback policy returning a ball
 with a paddle, in the 3D engine.
 
 The ball (a sphere, r = 0.15 m, restitution 0.8) flies in the x-y plane

@@ -119,9 +119,6 @@ class RowColumn(enum.IntEnum):
 CONTACT_CODES = {kind: i for i, kind in enumerate(ContactKind)}
 JOINT_CODES = {kind: i for i, kind in enumerate(JointType)}
 MOTOR_CODES = {mode: i for i, mode in enumerate(MotorMode)}
-POINTS = {ContactKind.SPHERE_GROUND: 1, ContactKind.BOX_GROUND: 8,
-          ContactKind.CAPSULE_GROUND: 2, ContactKind.SPHERE_SPHERE: 1,
-          ContactKind.SPHERE_BOX: 1, ContactKind.CAPSULE_SPHERE: 1}
 # Equality rows per joint type (point rows, then angular rows), before limits.
 JOINT_ROWS = {JointType.FIXED: 6, JointType.HINGE: 5, JointType.BALL: 3,
               JointType.SLIDER: 5, JointType.UNIVERSAL: 4}
