@@ -37,6 +37,7 @@ from symphys.contacts import Gather
 from symphys.model import State, _stack_bodies
 from symphys.params import drag_joints
 from symphys.scene import WORLD, JointType, MotorMode, Scene
+from symphys.tree import tree_map
 from symphys.solver import (BoundedRow, Mobility, RowBlock, RowGroup, RowKind, RowSpec, row_block,
                             row_group)
 
@@ -154,24 +155,6 @@ class JointFrames:
     viscous: object = None           # bearing losses (Bp, J), when the scene has them
     dry: object = None
 
-    def leaves(self) -> list:
-        drag = [] if self.viscous is None else [self.viscous, self.dry]
-        return [*self.anchor_a, *self.anchor_b, *self.frame_a, *self.frame_b, *drag]
-
-    @staticmethod
-    def from_leaves(x) -> "JointFrames":
-        drag = (x[24], x[25]) if len(x) > JOINT_LEAVES else (None, None)
-        return JointFrames(Vec3(*x[0:3]), Vec3(*x[3:6]), Mat3(*x[6:15]), Mat3(*x[15:24]),
-                           *drag)
-
-
-JOINT_LEAVES = 24
-
-
-def joint_leaf_count(scene: Scene) -> int:
-    """How many leaves `JointFrames.leaves()` has for this scene."""
-    return JOINT_LEAVES + (2 if scene.has_joint_drag else 0)
-
 
 @dataclass(frozen=True)
 class MotorArrays:
@@ -180,12 +163,6 @@ class MotorArrays:
     gain: object
     max_velocity: object
     max_torque: object
-
-    def leaves(self) -> list:
-        return [self.gain, self.max_velocity, self.max_torque]
-
-
-MOTOR_LEAVES = 3
 
 
 def perpendicular(axis) -> np.ndarray:
@@ -225,7 +202,7 @@ def build_joint_arrays(scene: Scene, p: dict):
 
     frames = None
     if scene.joints:
-        parts = []
+        per_joint = []
         for j in scene.joints:
             anchor = p[f"{j.name}.anchor"]
             anchor = Vec3(anchor[..., 0], anchor[..., 1], anchor[..., 2])
@@ -239,13 +216,12 @@ def build_joint_arrays(scene: Scene, p: dict):
                 pb, rb = _initial_pose(p, j.parent)
                 local_b = matTvec(rb, anchor - pb)
                 frame_b = matmul(transpose(rb), frame)
-            parts.append([*local_a, *local_b, *frame_a, *frame_b])
-        comps = [stack([part[i] for part in parts]) for i in range(JOINT_LEAVES)]
-        if scene.has_joint_drag:
             # Joints without losses (ball, fixed, universal) get zeros.
-            for key in ("viscous_damping", "dry_friction"):
-                comps.append(stack([p.get(f"{j.name}.{key}", 0.0) for j in scene.joints]))
-        frames = JointFrames.from_leaves(comps)
+            drag = ((p.get(f"{j.name}.viscous_damping", 0.0),
+                     p.get(f"{j.name}.dry_friction", 0.0))
+                    if scene.has_joint_drag else (None, None))
+            per_joint.append(JointFrames(local_a, local_b, frame_a, frame_b, *drag))
+        frames = tree_map(lambda *values: stack(list(values)), *per_joint)
     motors = None
     if scene.motors:
         motors = MotorArrays(*(stack([p[f"{m.name}.{key}"] for m in scene.motors])

@@ -17,6 +17,7 @@ from pytensor.tensor.extra_ops import broadcast_shape
 
 from symphys.algebra import Mat3, Vec3, quat_to_mat
 from symphys.scene import Scene, Shape
+from symphys.tree import static
 
 
 class State(NamedTuple):
@@ -56,7 +57,7 @@ class BodyArrays:
     rolling_friction: object | None = None   # None: the scene has none
     # Static: whether each body's inertia is a multiple of the identity
     # (spheres); their world inertia needs no rotation (see solver._side).
-    isotropic: tuple[bool, ...] = ()
+    isotropic: tuple[bool, ...] = static(())
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
         inv_inertia=inertia.map(lambda c: 1.0 / c),
         radius=arr["radius"], half_size=Vec3(arr["hx"], arr["hy"], arr["hz"]),
         half_length=arr["half_length"], friction=arr["friction"],
-        restitution=arr["restitution"], rolling_friction=arr.get("rolling_friction"))
+        restitution=arr["restitution"], rolling_friction=arr.get("rolling_friction"),
+        isotropic=tuple(b.shape is Shape.SPHERE for b in scene.bodies))
 
     def world(name, default=0.0):
         if name not in p:
@@ -232,64 +234,3 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
     template = zero_template(everything)
     state = State.from_flat([c + template for c in state.flat()])
     return bodies, worlds, state
-
-
-@dataclass(frozen=True)
-class LeafLayout:
-    """Which optional model tensors are present (fixes the leaf order)."""
-
-    frequency: bool
-    rolling: bool
-    isotropic: tuple[bool, ...] = ()   # per body: inertia a multiple of I
-    penalty: bool = False              # contact stiffness and damping
-    drag: bool = False                 # velocity damping
-
-    @classmethod
-    def of(cls, scene: Scene) -> "LeafLayout":
-        return cls(scene.solver.constraint_frequency is not None,
-                   scene.has_rolling_friction,
-                   tuple(b.shape is Shape.SPHERE for b in scene.bodies),
-                   scene.solver.penalty, scene.solver.velocity_damping > 0)
-
-
-def model_leaves(bodies: BodyArrays, world: WorldArrays) -> list:
-    """The tensors a step reads besides the state, in a fixed order
-    (`LeafLayout` says which optional ones are present)."""
-    leaves = [bodies.inv_mass, *bodies.inv_inertia, *bodies.inertia, bodies.radius,
-              *bodies.half_size, bodies.half_length, bodies.friction, bodies.restitution,
-              *world.gravity, world.ground_height, world.ground_friction,
-              world.ground_restitution]
-    if world.constraint_frequency is not None:
-        leaves += [world.constraint_frequency, world.constraint_damping]
-    if bodies.rolling_friction is not None:
-        leaves += [bodies.rolling_friction, world.ground_rolling_friction]
-    if world.contact_stiffness is not None:
-        leaves += [world.contact_stiffness, world.contact_damping]
-    if world.velocity_damping is not None:
-        leaves.append(world.velocity_damping)
-    return [pt.as_tensor_variable(x) for x in leaves]
-
-
-def n_model_leaves(layout: LeafLayout) -> int:
-    """How many tensors `model_leaves` returns for this layout."""
-    return 20 + 2 * layout.frequency + 2 * layout.rolling + 2 * layout.penalty + layout.drag
-
-
-def model_from_leaves(leaves, layout: LeafLayout) -> tuple[BodyArrays, WorldArrays]:
-    """Inverse of `model_leaves`."""
-    x = list(leaves)
-    optional = iter(x[20:])
-    freq = (next(optional), next(optional)) if layout.frequency else (None, None)
-    roll = (next(optional), next(optional)) if layout.rolling else (None, None)
-    penalty = (next(optional), next(optional)) if layout.penalty else (None, None)
-    drag = next(optional) if layout.drag else None
-    bodies = BodyArrays(inv_mass=x[0], inv_inertia=Vec3(*x[1:4]), inertia=Vec3(*x[4:7]),
-                        radius=x[7], half_size=Vec3(*x[8:11]), half_length=x[11],
-                        friction=x[12], restitution=x[13], rolling_friction=roll[0],
-                        isotropic=layout.isotropic)
-    world = WorldArrays(gravity=Vec3(*x[14:17]), ground_height=x[17],
-                        ground_friction=x[18], ground_restitution=x[19],
-                        constraint_frequency=freq[0], constraint_damping=freq[1],
-                        ground_rolling_friction=roll[1], contact_stiffness=penalty[0],
-                        contact_damping=penalty[1], velocity_damping=drag)
-    return bodies, world

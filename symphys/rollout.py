@@ -19,14 +19,15 @@ from pytensor.graph.basic import Variable
 from symphys import rewrites
 from symphys.errors import ParameterError
 from symphys.joints import build_joint_arrays
-from symphys.model import STATE_SIZE, build_model, model_leaves, zero_template
+from symphys.model import STATE_SIZE, build_model, zero_template
 from symphys.physics.kernels.graph import pack_state
 from symphys.physics.kernels.packing import packed_model
 from symphys.physics.kernels.layout import UnsupportedByKernels, build_layout
 from symphys.params import (check_mapping, check_names, check_value, default_parameters,
                             parameter_shapes)
 from symphys.scene import Scene
-from symphys.timeloop import LoopOptions, Policy, articulation_leaves, time_loop
+from symphys.timeloop import LoopOptions, Policy, StepInputs, time_loop
+from symphys.tree import flatten
 
 
 def quiet_graph_building():
@@ -170,8 +171,7 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
         if layout is None:
             bodies, world, state0 = build_model(scene, p, batched)
             frames, motors = build_joint_arrays(scene, p)
-            per_world = list(frames.leaves()) if frames is not None else []
-            per_world += motors.leaves() if motors is not None else []
+            per_world = flatten((frames, motors))[0]
             packed0 = None
         else:
             body, world_arr, joint, motor, packed0 = packed_model(scene, p)
@@ -201,10 +201,10 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
             action = motor_action(scene, action, like)
         if layout is None:
             packed0 = pack_state(state0)
-            leaves = model_leaves(bodies, world) + articulation_leaves(
-                frames, motors, action if policy is None else None) + policy_leaves
-            seqs = time_loop(scene, state0.flat() + extra_state, leaves, steps, policy,
-                             options)[:STATE_SIZE]
+            leaves, structure = StepInputs(bodies, world, frames, motors,
+                                           action if policy is None else None).flatten()
+            seqs = time_loop(scene, state0.flat() + extra_state, leaves + policy_leaves, steps,
+                             policy, options, structure=structure)[:STATE_SIZE]
             seq = pt.stack(seqs, axis=-1)
         else:
             leaves = [body, world_arr, joint, motor]

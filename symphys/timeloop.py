@@ -3,8 +3,9 @@
 `time_loop(scene, state0, leaves, n_steps)` returns the 18 state-component
 sequences s_1..s_T, each (T, B, N), from `adjoint.loop_with_adjoint`
 (a forward scan whose reverse pass is an adjoint scan of the step's VJP).
-The leaves are the model arrays, joint frames, motor arrays and either the
-action or the controller's parameters and task inputs.
+The leaves are the flattened `StepInputs` (model arrays, joint frames,
+motor arrays, the action unless a controller computes it), then the
+controller's parameters and task inputs.
 """
 
 from __future__ import annotations
@@ -15,25 +16,31 @@ import pytensor.tensor as pt
 
 from symphys.adjoint import LoopOptions, loop_with_adjoint
 from symphys.contacts import contact_blocks
-from symphys.joints import (MOTOR_LEAVES, JointFrames, MotorArrays, articulated_bodies,
-                            drag_blocks, joint_blocks, joint_leaf_count, motor_blocks)
-from symphys.model import STATE_SIZE, LeafLayout, State, model_from_leaves, n_model_leaves
+from symphys.joints import (JointFrames, MotorArrays, articulated_bodies, drag_blocks,
+                            joint_blocks, motor_blocks)
+from symphys.model import STATE_SIZE, BodyArrays, State, WorldArrays
 from symphys.scene import Scene
 from symphys.sensors import observe
 from symphys.step import StepModel, step
+from symphys.tree import Node, flatten, unflatten
 
 
-def articulation_leaves(frames: JointFrames | None, motors: MotorArrays | None,
-                        action) -> list:
-    """Joint frames, motor arrays and the action (B, M) (None when a
-    controller computes it), in the order `_step_fn` reads them after the
-    model leaves."""
-    leaves = []
-    if frames is not None:
-        leaves += frames.leaves()
-    if motors is not None:
-        leaves += motors.leaves() + ([action] if action is not None else [])
-    return [pt.as_tensor_variable(x) for x in leaves]
+@dataclass(frozen=True)
+class StepInputs:
+    """What the reference step reads besides the state: the model arrays,
+    joint frames and motor arrays (None without joints or motors) and the
+    action (B, M) (None when a controller computes it)."""
+
+    bodies: BodyArrays
+    world: WorldArrays
+    frames: JointFrames | None = None
+    motors: MotorArrays | None = None
+    action: object = None
+
+    def flatten(self) -> tuple[list, Node]:
+        """(leaves as tensors, structure) for `time_loop`."""
+        leaves, structure = flatten(self)
+        return [pt.as_tensor_variable(x) for x in leaves], structure
 
 
 @dataclass(frozen=True)
@@ -50,28 +57,19 @@ class Policy:
     has_task: bool
 
 
-def _step_fn(scene: Scene, policy: Policy | None = None):
+def _step_fn(scene: Scene, structure: Node, policy: Policy | None = None):
+    """The reference step on the loop's state and leaves: the `StepInputs`
+    of `structure`, then the policy's."""
     blocks = tuple(contact_blocks(scene))
-    layout = LeafLayout.of(scene)
-    n_model = n_model_leaves(layout)
     articulation = dict(joint_blocks=tuple(joint_blocks(scene)),
                         motor_blocks=tuple(motor_blocks(scene)),
                         drag_blocks=tuple(drag_blocks(scene)),
                         articulated=articulated_bodies(scene))
 
     def run(state_flat, leaves):
-        bodies, world = model_from_leaves(leaves[:n_model], layout)
-        rest = list(leaves[n_model:])
-        frames = motors = action = None
-        if scene.joints:
-            count = joint_leaf_count(scene)
-            frames = JointFrames.from_leaves(rest[:count])
-            rest = rest[count:]
-        if scene.motors:
-            motors = MotorArrays(*rest[:MOTOR_LEAVES])
-            rest = rest[MOTOR_LEAVES:]
-            if policy is None:
-                action = rest.pop(0)
+        inputs = unflatten(structure, leaves[:structure.size])
+        bodies, world, frames, motors = inputs.bodies, inputs.world, inputs.frames, inputs.motors
+        action, rest = inputs.action, list(leaves[structure.size:])
         state = State.from_flat(state_flat[:STATE_SIZE])
         extra = []
         if policy is not None:
@@ -118,9 +116,12 @@ def _fused_step_fn(scene: Scene, layout, policy: Policy | None = None):
 
 
 def time_loop(scene: Scene, state0, leaves, n_steps, policy: Policy | None = None,
-              options: LoopOptions = LoopOptions(), layout=None):
+              options: LoopOptions = LoopOptions(), layout=None, structure: Node | None = None):
     """Sequences s_1..s_T of the loop's state: the 18 physics components,
     each (T, B, N), or with a kernel `layout` the packed state
-    (T, B, N, 18); then with a policy the time (T, B, 1) and its carry."""
-    run = _step_fn(scene, policy) if layout is None else _fused_step_fn(scene, layout, policy)
+    (T, B, N, 18); then with a policy the time (T, B, 1) and its carry.
+    structure: without a layout, that of the `StepInputs` the leaves start
+    with (`StepInputs.flatten`)."""
+    run = (_step_fn(scene, structure, policy) if layout is None
+           else _fused_step_fn(scene, layout, policy))
     return loop_with_adjoint(run, state0, leaves, n_steps, options, name="symphys_time_loop")
