@@ -77,7 +77,10 @@ def _with_rewrites(mode: Mode, on: bool) -> Mode:
 def mode_for(backend: "str | Backend", rewrites_on: bool | None = None) -> Mode:
     """The PyTensor compilation mode of a backend: PyTensor's rewrites less
     the exclusions above, plus symphys' own (`symphys.rewrites`) when
-    `rewrites_on` (None: `rewrites.enabled(backend)`)."""
+    `rewrites_on` (None: `rewrites.enabled(backend)`); inside `interpreted`,
+    the cvm backend's is `interpreted_mode`."""
+    if as_backend(backend) is Backend.CVM and interpreting():
+        return interpreted_mode()           # run as built, in the Python VM
     on = rewrites.enabled(backend) if rewrites_on is None else rewrites_on
     return _with_rewrites(_base_mode(backend), on)
 
@@ -98,13 +101,19 @@ def interpreted_mode() -> Mode:
 
 @contextlib.contextmanager
 def interpreted():
-    """Loops built inside run with `interpreted_mode` (the tests' reference
-    graphs: compiling a robot's reference step takes minutes)."""
+    """Loops built inside run with `interpreted_mode`, and so do whole
+    functions compiled inside for the cvm backend (the tests' reference
+    graphs: compiling a robot's reference step to C takes minutes)."""
     token = _INTERPRETED.set(True)
     try:
         yield
     finally:
         _INTERPRETED.reset(token)
+
+
+def interpreting() -> bool:
+    """Whether graphs built now run in PyTensor's Python VM (`interpreted`)."""
+    return _INTERPRETED.get()
 
 
 def loop_mode() -> Mode:
@@ -214,7 +223,9 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
     mode = mode_for(backend, on)
     single = not isinstance(outputs, (list, tuple))
     in_place = backend in REWRITES_LOOPS_IN_PLACE
-    use_cache = disk_cache and not kwargs and compile_cache.cache_dir() is not None
+    # An interpreted function is not rewritten: there is nothing to keep.
+    use_cache = disk_cache and not kwargs and compile_cache.cache_dir() is not None and not (
+        backend is Backend.CVM and interpreting())
     if use_cache:
         outs = [outputs] if single else list(outputs)
         # Loops carry their own choice, made when they were built.

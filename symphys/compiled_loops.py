@@ -245,7 +245,8 @@ def _elementwise(scalar_op, args) -> list:
     (`Composite`, which the Python VM would evaluate element by element in
     Python) one scalar operation at a time, and a sum or product of more
     than two terms (NumPy's `add` and `multiply` take two; the VM would
-    call Python per element) as a chain of binary ones."""
+    call Python per element) as a chain of binary ones; casts and clips
+    through NumPy's (`_numpy_spec`)."""
     if isinstance(scalar_op, Composite):
         value = dict(zip(scalar_op.fgraph.inputs, args))
         for inner in scalar_op.fgraph.toposort():
@@ -253,6 +254,9 @@ def _elementwise(scalar_op, args) -> list:
                           for i in inner.inputs]
             value.update(zip(inner.outputs, _elementwise(inner.op, inner_args)))
         return [value[o] for o in scalar_op.fgraph.outputs]
+    spec = _numpy_spec(scalar_op)
+    if spec is not None:
+        return Elemwise(scalar_op, nfunc_spec=spec)(*args, return_list=True)
     if _variadic(scalar_op, len(args)):
         total = args[0]
         for term in args[1:]:          # left to right, as the compiled loop adds
@@ -263,6 +267,17 @@ def _elementwise(scalar_op, args) -> list:
     raise NotImplementedError(f"an elementwise {scalar_op} of {len(args)} operands")
 
 
+def _numpy_spec(scalar_op) -> tuple[str, int, int] | None:
+    """(NumPy function, inputs, outputs) that computes `scalar_op` on whole
+    arrays where PyTensor names none (a cast, a clip): without one the
+    Python VM calls Python once per element."""
+    if isinstance(scalar_op, ps.Cast):
+        return (scalar_op.o_type.dtype, 1, 1)       # np.float64(array): an array cast
+    if isinstance(scalar_op, ps.Clip):
+        return ("clip", 3, 1)
+    return None
+
+
 def _variadic(scalar_op, operands: int) -> bool:
     """A sum or product of more than two terms."""
     return isinstance(scalar_op, (ps.Add, ps.Mul)) and operands > 2
@@ -271,6 +286,7 @@ def _variadic(scalar_op, operands: int) -> bool:
 def _splittable(node) -> bool:
     return isinstance(node.op, Elemwise) and (
         isinstance(node.op.scalar_op, Composite)
+        or (node.op.nfunc_spec is None and _numpy_spec(node.op.scalar_op) is not None)
         or _variadic(node.op.scalar_op, len(node.inputs))
         or len(node.inputs) + len(node.outputs) > UFUNC_OPERANDS)
 

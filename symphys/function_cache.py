@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 
 from symphys import function_store, rewrites
-from symphys.backends import Backend, Compiled, as_backend, jax_with_float64
+from symphys.backends import Backend, Compiled, as_backend, interpreting, jax_with_float64
 from symphys.compiled_loops import loops_run
 from symphys.rollout import quiet_graph_building
 
@@ -35,7 +35,7 @@ def cached(key, build: Callable[[], Compiled], backend,
     `function_store`: a function found there is not built."""
     if as_backend(backend) is Backend.JAX:
         jax_with_float64()          # without JAX: one BackendError naming the extra
-    key = (key, rewrites.enabled(backend), rewrites.fused(backend), loops_run())
+    key = (key, rewrites.enabled(backend), rewrites.fused(backend), loops_run(), interpreting())
     if key not in _CACHE:
         start = time.perf_counter()
         with quiet_graph_building(), rewrites.for_backend(backend):
@@ -59,7 +59,7 @@ def _stored_or_built(build, backend, described) -> Compiled:
     # The loops' rewrites are chosen while the graph is built (for_backend).
     disk_key = function_store.function_key(
         (parts, rewrites.enabled(backend), rewrites.enabled(), rewrites.fused(),
-         loops_run().value), backend)
+         loops_run().value, interpreting()), backend)
     fn = function_store.load(disk_key, backend)
     if fn is None:
         fn = function_store.store(disk_key, _announced(build, backend))

@@ -63,7 +63,7 @@ from pytensor.tensor.subtensor import Subtensor, indices_from_subtensor
 SMALL = 4
 # Part of the on-disk graph cache key: bump when a rewrite (symphys.rewrites,
 # symphys.compiled_loops) changes.
-VERSION = 9
+VERSION = 10
 
 _FORCED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("symphys_rewrites",
                                                                        default=None)

@@ -98,9 +98,10 @@ def test_auto_loops_run_interpreted_until_compiled_in_the_background():
 
 
 def test_interpreted_graphs_leave_no_elementwise_node_to_python():
-    """`split_elementwise`: a fused node and sums and products of many terms
-    become nodes NumPy runs whole (binary `add`/`multiply`), with the same
-    values; a node of more operands than a ufunc takes too."""
+    """`split_elementwise`: a fused node, sums and products of many terms,
+    casts and clips become nodes NumPy runs whole (binary `add`/`multiply`,
+    array casts, `clip`), with the same values; a node of more operands
+    than a ufunc takes too."""
     from pytensor.graph import FunctionGraph
     import pytensor.scalar as ps
     from pytensor.scalar import Composite
@@ -111,11 +112,13 @@ def test_interpreted_graphs_leave_no_elementwise_node_to_python():
     xs = [pt.vector(f"x{k}") for k in range(UFUNC_OPERANDS + 3)]
     a, b, c = (ps.float64(n) for n in "abc")
     fused = Elemwise(Composite([a, b, c], [ps.exp(a) * b + c]))
-    outputs = [pt.mul(*xs[:3]), pt.add(*xs), fused(*xs[:3])]
+    outputs = [pt.mul(*xs[:3]), pt.add(*xs), fused(*xs[:3]), pt.cast(xs[0] * 3, "int64"),
+               pt.clip(xs[1], -0.5, 0.5), pt.cast(xs[2] > 0, "float64")]
     fgraph = FunctionGraph(xs, outputs, clone=True)
     split_elementwise(fgraph)
     for node in fgraph.apply_nodes:
-        assert isinstance(node.op, Elemwise), node
+        if not isinstance(node.op, Elemwise):
+            continue                       # the clip's bounds broadcast (DimShuffle)
         assert not isinstance(node.op.scalar_op, Composite), node
         nfunc = node.op.nfunc_spec
         assert nfunc is not None and nfunc[1] == len(node.inputs), node
@@ -124,6 +127,8 @@ def test_interpreted_graphs_leave_no_elementwise_node_to_python():
     got = pytensor.function(fgraph.inputs, fgraph.outputs,
                             mode=sp.backends.interpreted_mode())(*values)
     want = [np.prod(values[:3], axis=0), np.sum(values, axis=0),
-            np.exp(values[0]) * values[1] + values[2]]
+            np.exp(values[0]) * values[1] + values[2], (values[0] * 3).astype(np.int64),
+            np.clip(values[1], -0.5, 0.5), (values[2] > 0).astype(np.float64)]
     for g, w in zip(got, want):
+        assert g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-14)
