@@ -30,12 +30,14 @@ class Sign(enum.Enum):
 
 
 # The sign of each bounded parameter, by field (the part after the dot).
+# A motor's gain and limits may be 0 here (the motor switched off), though
+# a scene file must give a working motor.
 FIELD_SIGNS = {
     **dict.fromkeys(("mass", "radius", "size", "length", "constraint_frequency",
-                     "contact_stiffness", *MOTOR_FIELDS), Sign.POSITIVE),
+                     "contact_stiffness"), Sign.POSITIVE),
     **dict.fromkeys(("friction", "restitution", "rolling_friction", "viscous_damping",
                      "dry_friction", "constraint_damping", "contact_damping",
-                     "velocity_damping"), Sign.NONNEGATIVE),
+                     "velocity_damping", *MOTOR_FIELDS), Sign.NONNEGATIVE),
 }
 
 

@@ -66,8 +66,15 @@ def full_parameters(scene: Scene, params: dict | None) -> dict:
     out = {k: pt.constant(v, name=k) for k, v in default_parameters(scene).items()}
     for k, v in params.items():
         # symbolic values are the caller's; numbers are checked like scene fields
-        out[k] = pt.as_tensor_variable(v if isinstance(v, Variable) else check_value(scene, k, v))
+        out[k] = pt.as_tensor_variable(v if _symbolic(v) else check_value(scene, k, v))
     return out
+
+
+def _symbolic(value) -> bool:
+    """Whether a parameter value holds a graph variable (also inside a list)."""
+    if isinstance(value, (list, tuple)):
+        return any(map(_symbolic, value))
+    return isinstance(value, Variable)
 
 
 def motor_action(scene: Scene, action, like):
@@ -201,8 +208,9 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
             action = motor_action(scene, action, like)
         if layout is None:
             packed0 = pack_state(state0)
-            leaves, structure = StepInputs(bodies, world, frames, motors,
-                                           action if policy is None else None).flatten()
+            leaves, structure = StepInputs(
+                bodies, world, frames, motors,
+                action if policy is None and scene.motors else None).flatten()
             seqs = time_loop(scene, state0.flat() + extra_state, leaves + policy_leaves, steps,
                              policy, options, structure=structure)[:STATE_SIZE]
             seq = pt.stack(seqs, axis=-1)

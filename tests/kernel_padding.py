@@ -39,8 +39,8 @@ from symphys.model import principal_inertia
 from symphys.params import default_parameters
 from symphys.physics.kernels.layout import (BODY, INF, ITEM_COLUMNS, JOINT, JOINT_ROWS, MOTOR,
                                             STATE, WORLD, Bound, CONTACT_ROWS, Item,
-                                            LIMITED, POINTS, ROLLING_ROWS, RowColumn)
-from symphys.contacts import ContactKind
+                                            LIMITED, ROLLING_ROWS, RowColumn)
+from symphys.contacts import POINTS, ContactKind
 from symphys.scene import Scene, Shape
 
 NAMES = ("state", "body", "world", "joint", "motor", "action")
