@@ -79,8 +79,8 @@ def mode_for(backend: "str | Backend", rewrites_on: bool | None = None) -> Mode:
     the exclusions above, plus symphys' own (`symphys.rewrites`) when
     `rewrites_on` (None: `rewrites.enabled(backend)`); inside `interpreted`,
     the cvm backend's is `interpreted_mode`."""
-    if as_backend(backend) is Backend.CVM and interpreting():
-        return interpreted_mode()           # run as built, in the Python VM
+    if _runs_as_built(backend):
+        return interpreted_mode()
     on = rewrites.enabled(backend) if rewrites_on is None else rewrites_on
     return _with_rewrites(_base_mode(backend), on)
 
@@ -114,6 +114,12 @@ def interpreted():
 def interpreting() -> bool:
     """Whether graphs built now run in PyTensor's Python VM (`interpreted`)."""
     return _INTERPRETED.get()
+
+
+def _runs_as_built(backend: "str | Backend") -> bool:
+    """Whether a function for `backend` compiled now runs as built, in the
+    Python VM: the cvm backend inside `interpreted`."""
+    return as_backend(backend) is Backend.CVM and interpreting()
 
 
 def loop_mode() -> Mode:
@@ -223,9 +229,9 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
     mode = mode_for(backend, on)
     single = not isinstance(outputs, (list, tuple))
     in_place = backend in REWRITES_LOOPS_IN_PLACE
-    # An interpreted function is not rewritten: there is nothing to keep.
-    use_cache = disk_cache and not kwargs and compile_cache.cache_dir() is not None and not (
-        backend is Backend.CVM and interpreting())
+    # A function run as built is not rewritten: there is nothing to keep.
+    use_cache = (disk_cache and not kwargs and compile_cache.cache_dir() is not None
+                 and not _runs_as_built(backend))
     if use_cache:
         outs = [outputs] if single else list(outputs)
         # Loops carry their own choice, made when they were built.

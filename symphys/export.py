@@ -43,10 +43,10 @@ import platform
 import shutil
 import tempfile
 import time
-from importlib import resources
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
