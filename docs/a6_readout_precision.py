@@ -20,12 +20,12 @@ import time
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys import nn
-from symphys.backends import compile
 from symphys.camera import render
-from symphys.experiments import cartpole_teacher as teaching
+from symphys.compiler.backends import compile
 from symphys.experiments import pendulum_camera as pc
-from symphys.imitation import Demonstrations, fit_demonstrations, imitation_function
+from symphys.learn import teachers as teaching
+from symphys.learn import vision
+from symphys.learn.imitation import Demonstrations, fit_demonstrations, imitation_function
 
 STAGES, UPDATES, ROWS = 4, 500, 64
 
@@ -51,10 +51,10 @@ def main(which):
     test_x, test_y = images(rend, model, rng, 500)
     w, h = pc.RESOLUTION
     variants = {
-        "flatten": nn.VisionController((h, w, 3), 3, channels=(8, 16, 16, 16),
-                                       output_scale=1.5, pool=nn.Pool.MEAN),
-        "keypoints": nn.VisionController((h, w, 3), 3, channels=(8, 16, 16), output_scale=1.5,
-                                         pool=nn.Pool.MEAN, readout=nn.Readout.KEYPOINTS),
+        "flatten": vision.VisionController((h, w, 3), 3, channels=(8, 16, 16, 16),
+                                       output_scale=1.5, pool=vision.Pool.MEAN),
+        "keypoints": vision.VisionController((h, w, 3), 3, channels=(8, 16, 16), output_scale=1.5,
+                                         pool=vision.Pool.MEAN, readout=vision.Readout.KEYPOINTS),
     }
     for name in which or list(variants):
         ctrl = variants[name]

@@ -8,25 +8,28 @@ Stable surface (see README.md):
     loss, grads = sp.value_and_grad(scene, 500, loss_fn, wrt=["ball.velocity"])
 """
 
-from symphys import camera, nn, optim
+from symphys import camera
 from symphys.api import render, simulate, value_and_grad
-from symphys.function_cache import clear_cache
-from symphys.backends import Backend, compile
-from symphys.compiled_loops import Loops, loops
-from symphys.errors import (BackendError, ExportError, ParameterError, SceneError,
-                            SymphysError)
-from symphys.export import export, load_compiled
-from symphys.params import symbols
-from symphys.rollout import Trajectory, rollout
-from symphys.scene import (Body, Camera, FrictionModel, Ground, Joint, JointType, Motor,
-                           MotorMode, Plane, Scene, Sensor, SensorKind, Shape, SolverOptions,
-                           Texture, TextureKind)
-from symphys.timeloop import LoopOptions
-from symphys.scene_io import SceneBuilder, available_scenes, load_scene, scene_from_dict
-
-__version__ = "0.1.0"
+from symphys.compiler.backends import Backend, compile
+from symphys.compiler.caches.compiled_functions import clear_cache
+from symphys.compiler.export.read import load_compiled
+from symphys.compiler.export.write import export
+from symphys.compiler.loops import Loops, loops
+from symphys.errors import BackendError, ExportError, ParameterError, SceneError, SymphysError
+from symphys.learn import nn, optim
+from symphys.loop.rollout import Trajectory, rollout
+from symphys.loop.timeloop import LoopOptions
+from symphys.scene.builder import SceneBuilder
+from symphys.scene.elements import (Body, Camera, FrictionModel, Ground, Joint, JointType, Motor,
+                                    MotorMode, Plane, Sensor, SensorKind, Shape, SolverOptions,
+                                    Texture, TextureKind)
+from symphys.scene.params import symbols
+from symphys.scene.reader import available_scenes, load_scene, scene_from_dict
+from symphys.scene.scene import Scene
+from symphys.version import __version__
 
 __all__ = [
+    "__version__",
     "Backend", "BackendError", "Body", "Camera", "ExportError", "FrictionModel", "Ground",
     "Joint", "JointType", "LoopOptions", "Loops", "Motor", "MotorMode", "ParameterError", "Plane",
     "Scene", "SceneBuilder", "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions",

@@ -14,13 +14,17 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
-from symphys.backends import Backend, Compiled, as_backend, compile, static_batch
-from symphys.function_cache import LossKey, cached
-from symphys.function_store import loss_text
-from symphys.params import check_names, parameter_shapes, resolve_values
-from symphys.rollout import Trajectory, rollout_states, trajectory_from_states
-from symphys.scene import Scene
-from symphys.timeloop import LoopOptions
+from symphys.camera.image import RENDER_REWRITES, as_camera, render_state
+from symphys.compiler.backends import (Backend, Compiled, as_backend, compile, serves_any_batch,
+                                       static_batch)
+from symphys.compiler.caches.compiled_functions import LossKey, cached
+from symphys.compiler.caches.function_files import loss_text
+from symphys.errors import ParameterError
+from symphys.loop.rollout import Trajectory, rollout_states, trajectory_from_states
+from symphys.loop.timeloop import LoopOptions
+from symphys.physics.model import build_model
+from symphys.scene.params import check_names, parameter_shapes, resolve_values
+from symphys.scene.scene import Scene
 
 
 def _inputs(scene: Scene, batched: set[str], batch: int | None = None) -> dict:
@@ -47,7 +51,6 @@ def _action_input(scene: Scene, action_batched: bool, batch: int | None):
 
 def resolve_action(scene: Scene, action, batch: int | None):
     """(action array or None, whether it is batched, batch size), checked."""
-    from symphys.errors import ParameterError
     if not scene.motors:
         if action is not None:
             raise ParameterError(f"{scene.source}: action given, but the scene has no motors")
@@ -116,7 +119,6 @@ def simulate(scene: Scene, steps: int, params: dict | None = None,
 
 def _check_steps(steps) -> int:
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        from symphys.errors import ParameterError
         raise ParameterError(f"steps must be a positive integer, got {steps!r}")
     return int(steps)
 
@@ -149,7 +151,6 @@ def value_and_grad_function(scene: Scene, steps: int, loss: Callable, wrt: list[
                                       stride=options.stride)
         value = pt.as_tensor_variable(loss(traj))
         if value.ndim != int(per_world):
-            from symphys.errors import ParameterError
             raise ParameterError(
                 f"loss must return {'one value per world (B,)' if per_world else 'a scalar'}"
                 f", got ndim={value.ndim}")
@@ -228,7 +229,7 @@ def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
 def batch_objective(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
                     params: dict | None = None, backend: "str | Backend" = "numba",
                     options: LoopOptions = LoopOptions()):
-    """A batch objective for `symphys.estimators`: θ (d,) is the parameters
+    """A batch objective for `symphys.learn.estimators`: θ (d,) is the parameters
     in `wrt` flattened in order, and
 
         objective(thetas: (S, d)) -> (values (S,), gradients (S, d))
@@ -237,8 +238,6 @@ def batch_objective(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str]
     returns one value per world (S,). The other parameters keep their
     `params` values (default: the scene's), the same in every world.
     `objective.dim` is d and `objective.theta(params)` packs θ."""
-    from symphys.errors import ParameterError
-
     steps = _check_steps(steps)
     wrt = check_names(scene, list(wrt), "wrt")
     values, batch = resolve_values(scene, params)
@@ -277,9 +276,6 @@ def render_function(scene: Scene, camera, batched: Iterable[str] = (), backend="
                     batch: int | None = None) -> Compiled:
     """Compiled f(*parameters) -> images (B, H, W, 3) of the scene's initial
     state seen by `camera` (a `Camera` or a camera name)."""
-    from symphys.camera import RENDER_REWRITES, as_camera, render_state
-    from symphys.model import build_model
-
     camera = as_camera(scene, camera)
     backend = as_backend(backend)
     batched = frozenset(batched)
@@ -299,11 +295,9 @@ def render_function(scene: Scene, camera, batched: Iterable[str] = (), backend="
 def render(scene: Scene, camera=None, params: dict | None = None,
            backend: "str | Backend" = "numba") -> np.ndarray:
     """The image (H, W, 3) in [0, 1] of the scene's initial state seen by
-    `camera` (a name, a `symphys.scene.Camera`, or None: the scene's first);
+    `camera` (a name, a `symphys.scene.elements.Camera`, or None: the scene's first);
     (B, H, W, 3) when a parameter value carries a batch axis. See
-    `symphys.camera` for the renderer and its symbolic forms."""
-    from symphys.backends import serves_any_batch
-
+    `symphys.camera.image` for the renderer and its symbolic forms."""
     values, batch = resolve_values(scene, params)
     batched = _batched_names(scene, values)
     if batch is None and serves_any_batch(backend):

@@ -6,6 +6,9 @@ is allowed, so a user can fix the input without reading a traceback.
 
 from __future__ import annotations
 
+import difflib
+import enum
+
 
 class SymphysError(Exception):
     """Base class of every error symphys raises on purpose."""
@@ -48,3 +51,23 @@ class DataError(SymphysError, ValueError):
     """A recording (system-identification data) cannot be read or does not
     fit its scene: the message names the file, the row or column, and what
     is allowed."""
+
+
+def closest(name: str, choices) -> str:
+    """' (did you mean X?)' for the closest valid name, or ''."""
+    match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def member(value, choices: type[enum.Enum], what: str, error: type[Exception]):
+    """`value` as a member of the enum `choices` (a member already, or its
+    value in any case); else `error` naming `what`, the closest value and
+    every valid one."""
+    if isinstance(value, choices):
+        return value
+    try:
+        return choices(str(value).lower())
+    except ValueError:
+        names = [c.value for c in choices]
+        raise error(f"unknown {what} {value!r}{closest(str(value), names)}; "
+                    f"choose one of {names}") from None

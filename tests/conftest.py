@@ -13,7 +13,7 @@ os.environ.setdefault("SYMPHYS_LOOPS", "interpreted")
 
 import pytest
 
-from symphys import function_cache
+from symphys.compiler.caches import compiled_functions
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -23,7 +23,7 @@ def _release_compiled_functions():
     the suite compiles took the test process past 21 GB on a 24 GB machine; a later module that needs a graph again reads it from the
     on-disk caches."""
     yield
-    function_cache.clear_cache()
+    compiled_functions.clear_cache()
     if "jax" in sys.modules:
         sys.modules["jax"].clear_caches()
     gc.collect()

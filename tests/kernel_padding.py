@@ -2,7 +2,7 @@
 one compiled kernel: a NumPy packer of a scene's kernel inputs, and padding
 of a scene's arrays and tables to fixed sizes with inert entries.
 
-`numeric_inputs(scene, params, action)` is `graph.numeric_inputs` in NumPy:
+`numeric_inputs(scene, params, action)` is `reference.numeric_inputs` in NumPy:
 the same formulas (`model.build_model`, `joints.build_joint_arrays`,
 `graph.pack_inputs`) evaluated directly instead of compiling a PyTensor
 graph per scene (several seconds each; this takes well under a millisecond).
@@ -33,15 +33,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from symphys.algebra import EPS, Vec3
-from symphys.joints import joint_frame
-from symphys.model import principal_inertia
-from symphys.params import default_parameters
-from symphys.physics.kernels.layout import (BODY, INF, ITEM_COLUMNS, JOINT, JOINT_ROWS, MOTOR,
-                                            STATE, WORLD, Bound, CONTACT_ROWS, Item,
-                                            LIMITED, ROLLING_ROWS, RowColumn)
-from symphys.contacts import POINTS, ContactKind
-from symphys.scene import Scene, Shape
+from symphys.physics.algebra import EPS, Vec3
+from symphys.physics.contacts import POINTS, ContactKind
+from symphys.physics.joints import joint_frame
+from symphys.physics.kernels.layout import (BODY, CONTACT_ROWS, INF, ITEM_COLUMNS, JOINT,
+                                            JOINT_ROWS, LIMITED, MOTOR, ROLLING_ROWS, STATE, WORLD,
+                                            Bound, Item, RowColumn)
+from symphys.physics.model import principal_inertia
+from symphys.scene.elements import Shape
+from symphys.scene.scene import Scene
 
 NAMES = ("state", "body", "world", "joint", "motor", "action")
 TABLES = ("contacts", "joints", "drags", "servos", "torques", "joint_consts", "motor_consts",
@@ -80,10 +80,10 @@ def _transpose(m):
 
 
 def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dict:
-    """`graph.numeric_inputs` (one world, Bp = B = 1) computed in NumPy:
+    """`reference.numeric_inputs` (one world, Bp = B = 1) computed in NumPy:
     {"state", "body", "world", "joint", "motor", "action"}; `params`
     (unbatched values) override the scene's defaults."""
-    p = {k: np.asarray(v, dtype=np.float64) for k, v in default_parameters(scene).items()}
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in scene.parameters().items()}
     for k, v in (params or {}).items():
         if k not in p:
             raise KeyError(k)

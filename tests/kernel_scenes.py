@@ -24,10 +24,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 import symphys as sp
-from symphys.algebra import quat_to_mat_array
-from symphys.contacts import contact_blocks
-from symphys.joints import _command_range, articulated_bodies
-from symphys.scene import MotorMode, Scene, Shape
+from symphys.physics.algebra import quat_to_mat_array
+from symphys.physics.contacts import contact_blocks
+from symphys.physics.joints import _command_range, articulated_bodies
+from symphys.scene.elements import MotorMode, Shape
+from symphys.scene.scene import Scene
 
 ITERATIONS = 4
 SHAPES = ("sphere", "box", "capsule")

@@ -6,10 +6,10 @@ CI's CPU, against under one for JAX; JAX and the C VM agree on that one."""
 
 import numpy as np
 import pytest
+from scenes import drop, flight
 
 import symphys as sp
 from symphys.api import parameter_values, value_and_grad_function
-from scenes import drop, flight
 
 BACKENDS = ["numba", "jax", "cvm"]
 PARAMS = {"ball.velocity": [1.2, -0.3, 1.0], "ball.angular_velocity": [0.3, 0.8, -0.5],
@@ -76,7 +76,7 @@ def test_batched_worlds_match_single_runs(scene):
 
 
 def test_static_batch_fixes_jax_batches_only():
-    from symphys.backends import static_batch
+    from symphys.compiler.backends import static_batch
     from symphys.errors import BackendError
     assert static_batch("numba", True, None) is None
     assert static_batch("cvm", True, 8) is None

@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symphys import bench
+from symphys.bench import cases as bench_cases
+from symphys.bench import report, runner, timing
 from symphys.errors import ParameterError
-from symphys.scene_io import load_scene
+from symphys.scene.reader import load_scene
 
 
 def test_jointed_worlds_move_as_a_whole():
     scene = load_scene("quadruped")
-    params = bench._batched_params(scene, 5, np.random.default_rng(0))
+    params = runner._batched_params(scene, 5, np.random.default_rng(0))
     offsets = [params[f"{b.name}.position"] - np.asarray(b.position) for b in scene.bodies]
     for off in offsets[1:]:
         np.testing.assert_allclose(off, offsets[0])
@@ -25,25 +26,25 @@ def test_jointed_worlds_move_as_a_whole():
 
 def test_free_bodies_are_jittered_apart():
     scene = load_scene("spheres16")
-    params = bench._batched_params(scene, 3, np.random.default_rng(0))
+    params = runner._batched_params(scene, 3, np.random.default_rng(0))
     a, b = (params[f"{n}.position"] - np.asarray(scene.bodies[i].position)
             for i, n in enumerate(scene.body_names[:2]))
     assert not np.allclose(a, b)
-    assert bench._batched_params(scene, 1, np.random.default_rng(0)) == {}
+    assert runner._batched_params(scene, 1, np.random.default_rng(0)) == {}
 
 
 def test_case_selection_and_bad_names():
-    assert bench.select_cases(True) == list(bench.QUICK_CASES)
-    cases = bench.select_cases(False, ["ball"], [1, 16], ["jax"], ("on", "off"))
-    assert cases == [("ball", 1, "jax", True), ("ball", 1, "jax", False),
+    assert bench_cases.select_cases(True) == list(bench_cases.QUICK_CASES)
+    chosen = bench_cases.select_cases(False, ["ball"], [1, 16], ["jax"], ("on", "off"))
+    assert chosen == [("ball", 1, "jax", True), ("ball", 1, "jax", False),
                      ("ball", 16, "jax", True), ("ball", 16, "jax", False)]
     # Each backend's default: numba with the rewrites, jax without.
-    assert bench.select_cases(False, ["ball"], [1], ["numba", "jax"], ("default", "off")) \
+    assert bench_cases.select_cases(False, ["ball"], [1], ["numba", "jax"], ("default", "off")) \
         == [("ball", 1, "numba", True), ("ball", 1, "numba", False), ("ball", 1, "jax", False)]
     with pytest.raises(ParameterError, match="unknown scenes"):
-        bench.main(json_path=None, scenes="balll")
+        runner.main(json_path=None, scenes="balll")
     with pytest.raises(ParameterError, match="batches must be integers"):
-        bench.main(json_path=None, scenes="ball", batches="1,x")
+        runner.main(json_path=None, scenes="ball", batches="1,x")
 
 
 def _row(scene, batch, backend, on, fwd, grad, cold=50.0, warm=6.0):
@@ -51,7 +52,7 @@ def _row(scene, batch, backend, on, fwd, grad, cold=50.0, warm=6.0):
     return {"scene": scene, "batch": batch, "backend": backend, "rewrites": on,
             "forward_ns_per_world_step": fwd, "gradient_ns_per_world_step": grad,
             "gradient_over_forward": grad / fwd,
-            "gradient_s": grad * bench.STEPS * batch * 1e-9,
+            "gradient_s": grad * bench_cases.STEPS * batch * 1e-9,
             "compile_forward_cold_s": cold / 2, "compile_cold_s": cold / 2,
             "compile_forward_warm_s": warm / 2, "compile_warm_s": warm / 2}
 
@@ -67,13 +68,13 @@ def test_ratios_and_target_verdicts():
             _row("array", 64, "numba", False, 400.0, 1800.0)]
     peers = [{"engine": "mujoco", "method": "mj_step", "scene": "quadruped", "batch": 128,
               "ns_per_world_step": 2000.0}]
-    ratio_rows = bench.ratios(rows, peers)
+    ratio_rows = report.ratios(rows, peers)
     found = {(r["what"], r["scene"]): r["ratio"] for r in ratio_rows}
     assert found[("numba / jax forward", "quadruped")] == pytest.approx(2.0)
     assert found[("numba / jax gradient", "quadruped")] == pytest.approx(1.2)
     assert found[("numba rewrites on / off forward", "array")] == pytest.approx(0.25)
     assert found[("numba forward / mujoco mj_step", "quadruped")] == pytest.approx(0.5)
-    verdicts = {t["target"]: t["status"] for t in bench.targets(rows, ratio_rows)}
+    verdicts = {t["target"]: t["status"] for t in report.targets(rows, ratio_rows)}
     assert verdicts["quadruped batch 128: forward+backward <= 3x forward"] == "not met"  # jax: 5x
     assert verdicts["numba within 1.5x of jax at batch >= 16 (forward and gradient)"] \
         == "not met"
@@ -91,10 +92,10 @@ def test_ratios_and_target_verdicts():
 
 
 def test_peers_run_on_the_same_scene():
-    kernel = bench.measure_peer("kernel", "spheres16", 4)
+    kernel = runner.measure_peer("kernel", "spheres16", 4)
     assert kernel[0]["engine"] == "kernel" and kernel[0]["ns_per_world_step"] > 0
     pytest.importorskip("mujoco")
-    mj = bench.measure_peer("mujoco", "ball", 2)
+    mj = runner.measure_peer("mujoco", "ball", 2)
     assert {p["method"] for p in mj} == {"mj_step", "rollout"}
     assert all(p["batch"] == 2 and p["ns_per_world_step"] > 0 for p in mj)
 
@@ -102,40 +103,42 @@ def test_peers_run_on_the_same_scene():
 def test_report_and_plot_from_rows(tmp_path, capsys):
     rows = [dict(_row("array", 64, "numba", on, 100.0 * (1 + on), 900.0), peak_mb=10.0)
             for on in (True, False)]
-    doc = {"steps": bench.STEPS, "rows": rows, "peers": [], "notes": ["a note"]}
-    doc["ratios"] = bench.ratios(rows, [])
-    doc["targets"] = bench.targets(rows, doc["ratios"])
-    bench.print_report(doc)
+    doc = {"steps": bench_cases.STEPS, "rows": rows, "peers": [], "notes": ["a note"]}
+    doc["ratios"] = report.ratios(rows, [])
+    doc["targets"] = report.targets(rows, doc["ratios"])
+    report.print_report(doc)
     out = capsys.readouterr().out
     assert "numba rewrites on / off forward" in out and "not measured" in out
-    bench.plot(doc, str(tmp_path / "bench.png"))
+    report.plot(doc, str(tmp_path / "bench.png"))
     assert (tmp_path / "bench.png").stat().st_size > 1000
 
 
 def test_gpu_script_runs_on_cpu_at_small_size(tmp_path):
-    """The GPU benchmark script, on this machine's CPU: the ball, 2 worlds,
-    10 steps (the quadruped at 1,024+ worlds is for a GPU)."""
-    from symphys import gpu_bench
+    """The GPU benchmark (`symphys bench-gpu`), on this machine's CPU: the
+    ball, 2 worlds, 10 steps (the quadruped at 1,024+ worlds is for a GPU)."""
+    from symphys.cli.main import main
+
     out = tmp_path / "gpu.json"
-    rows = gpu_bench.main(["--scene", "ball", "--batches", "2", "--steps", "10",
-                           "--json", str(out)])
+    assert main(["bench-gpu", "--scene", "ball", "--batches", "2", "--steps", "10",
+                 "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
     assert [(r["batch"], r["steps"], r["platform"]) for r in rows] == [(2, 10, "cpu")]
     assert all(np.isfinite(r[k]) and r[k] > 0 for r in rows
                for k in ("forward_world_steps_per_s", "gradient_world_steps_per_s"))
-    assert json.loads(out.read_text()) == rows
+    assert main(["bench-gpu", "--batches", "2,x"]) == 2
 
 
 def test_report_only_reads_the_json(tmp_path, capsys):
     path = tmp_path / "bench.json"
     rows = [dict(_row("array", 64, "numba", on, 100.0 * (1 + on), 900.0), peak_mb=10.0)
             for on in (True, False)]
-    path.write_text(json.dumps({"steps": bench.STEPS, "rows": rows, "peers": [],
+    path.write_text(json.dumps({"steps": bench_cases.STEPS, "rows": rows, "peers": [],
                                 "notes": []}))
-    doc = bench.main(json_path=str(path), report_only=True)
+    doc = runner.main(json_path=str(path), report_only=True)
     assert len(doc["rows"]) == 2 and (tmp_path / "bench.png").exists()
     assert "numba rewrites on / off forward" in capsys.readouterr().out
     with pytest.raises(ParameterError, match="nothing to report"):
-        bench.main(json_path=str(tmp_path / "missing.json"), report_only=True)
+        runner.main(json_path=str(tmp_path / "missing.json"), report_only=True)
 
 
 def test_numba_and_cvm_compile_once_per_scene(monkeypatch):
@@ -150,10 +153,10 @@ def test_numba_and_cvm_compile_once_per_scene(monkeypatch):
             raise RuntimeError("child failed")
         return {"scene": scene, "batch": batch, "backend": backend, "rewrites": on}
 
-    monkeypatch.setattr(bench, "run_case", fake_run_case)
+    monkeypatch.setattr(runner, "run_case", fake_run_case)
     recorded = []
     cases = [("ball", b, k, True) for b in (1, 16, 128, 1024) for k in ("numba", "jax", "cvm")]
-    bench.run_cases(cases, lambda case, row: recorded.append((case, row)))
+    runner.run_cases(cases, lambda case, row: recorded.append((case, row)))
     assert [c[:3] for c, _ in recorded] == [c[:3] for c in cases]
     assert isinstance(recorded[5][1], RuntimeError)            # ball/16/cvm, reported
     by = {(c[1], c[2]): c for c in calls}
@@ -176,7 +179,7 @@ def test_merge_joins_parts_run_side_by_side(tmp_path, monkeypatch):
     # file's figures, and a file run with other step counts is refused.
     def part(name, rows, peers):
         path = tmp_path / name
-        path.write_text(json.dumps({"steps": bench.STEPS, "rows": rows, "peers": peers,
+        path.write_text(json.dumps({"steps": bench_cases.STEPS, "rows": rows, "peers": peers,
                                     "notes": [name]}))
         return str(path)
 
@@ -190,17 +193,17 @@ def test_merge_joins_parts_run_side_by_side(tmp_path, monkeypatch):
     b = part("b.json", [row("ball", 16, "numba", True, 80.0, 240.0)],
              [dict(peer, ns_per_world_step=2100.0)])
     # Merging runs no case (a full matrix would take hours).
-    monkeypatch.setattr(bench, "run_case", lambda *a, **k: pytest.fail("a case was run"))
-    doc = bench.main(json_path=str(tmp_path / "all.json"), merge=(a, b), peers=False)
+    monkeypatch.setattr(runner, "run_case", lambda *a, **k: pytest.fail("a case was run"))
+    doc = runner.main(json_path=str(tmp_path / "all.json"), merge=(a, b), peers=False)
     rows = {(r["backend"], r["forward_ns_per_world_step"]) for r in doc["rows"]}
     assert rows == {("jax", 100.0), ("numba", 80.0)}
     assert [p["ns_per_world_step"] for p in doc["peers"]] == [2100.0]
     assert doc["notes"] == ["a.json", "b.json"]
     assert json.loads((tmp_path / "all.json").read_text())["rows"] == doc["rows"]
     bad = part("c.json", [], [])
-    Path(bad).write_text(json.dumps({"steps": bench.STEPS + 1, "rows": []}))
+    Path(bad).write_text(json.dumps({"steps": bench_cases.STEPS + 1, "rows": []}))
     with pytest.raises(ParameterError, match="steps="):
-        bench.main(json_path=None, report_only=True, merge=(bad,))
+        runner.main(json_path=None, report_only=True, merge=(bad,))
 
 
 def test_repeats_stop_at_the_time_budget():
@@ -210,15 +213,15 @@ def test_repeats_stop_at_the_time_budget():
         calls.append(1)
         time.sleep(0.02)
 
-    seconds, n = bench._median_time(slow, (), repeats=5, budget_s=0.03)
+    seconds, n = timing.median_time(slow, (), repeats=5, budget_s=0.03)
     assert n == 2 == len(calls) and seconds >= 0.02
-    assert bench._median_time(lambda: None, (), repeats=3)[1] == 3
+    assert timing.median_time(lambda: None, (), repeats=3)[1] == 3
 
 
 def test_camera_poses_turn_the_bar_about_its_hinge():
-    from symphys import camera_bench
-    scene = load_scene(camera_bench.SCENE)
-    pos, rot = camera_bench.poses(scene, 3)
+    from symphys.bench import camera
+    scene = load_scene(camera.SCENE)
+    pos, rot = camera.poses(scene, 3)
     bar = scene.body_names.index("bar")
     hinge = np.array([0.0, 0.0, 0.3])
     tips = pos[:, bar] + rot[:, bar] @ np.array([0.0, 0.0, -0.3])
@@ -232,15 +235,15 @@ def test_camera_poses_turn_the_bar_about_its_hinge():
 def test_camera_case_renders_and_differentiates():
     """One camera case at a small resolution (JAX, soft edges): the image
     shows the scene and the loss gradient reaches the bar."""
-    from symphys import camera_bench
-    row = camera_bench.measure("jax", 2, "soft", resolution=(32, 16))
+    from symphys.bench import camera
+    row = camera.measure("jax", 2, "soft", resolution=(32, 16))
     assert (row["width"], row["height"]) == (32, 16)
     assert row["forward_ms_per_image"] > 0 and row["gradient_ms_per_image"] > 0
     assert 0.1 < row["image_mean"] < 0.95 and row["gradient_norm"] > 0
 
 
 def test_camera_rows_ratios_target_and_report(tmp_path, capsys):
-    from symphys import camera_bench
+    from symphys.bench import camera
 
     def row(backend, batch, edges, fwd):
         return {"backend": backend, "batch": batch, "edges": edges, "width": 288,
@@ -249,22 +252,22 @@ def test_camera_rows_ratios_target_and_report(tmp_path, capsys):
 
     rows = [row("numba", 16, "hard", 4.0), row("jax", 16, "hard", 2.0),
             row("numba", 1, "soft", 30.0)]
-    found = {(r["what"], r["batch"]): r["ratio"] for r in camera_bench.ratios(rows)}
+    found = {(r["what"], r["batch"]): r["ratio"] for r in camera.ratios(rows)}
     assert found == {("camera numba / jax forward (hard edges)", 16): pytest.approx(2.0),
                      ("camera numba / jax gradient (hard edges)", 16): pytest.approx(2.0)}
-    assert camera_bench.target(rows)["status"] == "met"
-    assert camera_bench.target([row("jax", 16, "hard", 6.0)])["status"] == "not met"
-    assert camera_bench.target([row("jax", 1, "hard", 1.0)])["status"] == "not measured"
-    assert camera_bench.cases(["jax"], [16]) == [("jax", 16, "hard"), ("jax", 16, "soft")]
-    assert camera_bench.cases([], None) == []     # --backends cvm: no camera case
+    assert camera.target(rows)["status"] == "met"
+    assert camera.target([row("jax", 16, "hard", 6.0)])["status"] == "not met"
+    assert camera.target([row("jax", 1, "hard", 1.0)])["status"] == "not measured"
+    assert camera.cases(["jax"], [16]) == [("jax", 16, "hard"), ("jax", 16, "soft")]
+    assert camera.cases([], None) == []     # --backends cvm: no camera case
     path = tmp_path / "bench.json"
-    path.write_text(json.dumps({"steps": bench.STEPS, "rows": [], "peers": [], "notes": [],
+    path.write_text(json.dumps({"steps": bench_cases.STEPS, "rows": [], "peers": [], "notes": [],
                                 "camera_rows": rows}))
-    doc = bench.main(json_path=str(path), report_only=True)
+    doc = runner.main(json_path=str(path), report_only=True)
     out = capsys.readouterr().out
     assert "render ms/image" in out and "camera numba / jax forward" in out
     assert any(t["target"].startswith("camera 288x96") and t["status"] == "met"
                for t in doc["targets"])
     assert (tmp_path / "bench.png").stat().st_size > 1000
     with pytest.raises(ParameterError, match="camera must be"):
-        bench.main(json_path=None, camera="sometimes")
+        runner.main(json_path=None, camera="sometimes")

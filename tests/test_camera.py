@@ -15,8 +15,10 @@ import pytensor.tensor as pt
 import pytest
 
 import symphys as sp
-from symphys import camera as C
+from symphys.camera import geometry
+from symphys.camera import image as C
 from symphys.errors import SceneError
+from symphys.scene.textures import texture_pixels
 
 pytest.importorskip("jax")
 
@@ -90,7 +92,7 @@ def soft(scene):
 def _poses(scene, **moved):
     """(positions (1, 3, 3), rotations (1, 3, 3, 3)): the scene's, with
     bodies in `moved` at new places (the rest out of view unless kept)."""
-    from symphys.algebra import quat_to_mat_array
+    from symphys.physics.algebra import quat_to_mat_array
 
     pos = np.array([AWAY] * 3, float)
     for name, value in moved.items():
@@ -138,7 +140,7 @@ def test_sphere_disc_matches_pinhole_projection(scene, hard):
     rows, cols = np.nonzero(mask)
     # The disc's centroid is the centre's projection; its area that of the
     # circle whose radius is the tangent cone's half-angle on the sensor.
-    expected_col, expected_row = C.project(camera, centre)
+    expected_col, expected_row = geometry.project(camera, centre)
     distance = np.linalg.norm(centre - camera.position)
     pitch = camera.sensor_size[0] / camera.resolution[0]
     radius = camera.focal_length * np.tan(np.arcsin(0.3 / distance)) / pitch
@@ -156,7 +158,7 @@ def test_box_face_and_ground_where_projective_geometry_says(scene, hard):
     # Only the front face (y = -0.2) is visible from x = 0, z = 0.5: the
     # crate covers exactly the pixels whose centres fall inside its
     # projected rectangle.
-    corners = C.project(camera, [centre + half * [-1, -1, 1], centre + half * [1, -1, -1]])
+    corners = geometry.project(camera, [centre + half * [-1, -1, 1], centre + half * [1, -1, -1]])
     (c0, r0), (c1, r1) = corners
     grid_r, grid_c = np.mgrid[0:H, 0:W]
     margins = np.abs(np.concatenate([np.arange(W) - c0, np.arange(W) - c1,
@@ -166,13 +168,13 @@ def test_box_face_and_ground_where_projective_geometry_says(scene, hard):
     np.testing.assert_array_equal(masks["crate"], inside)
     # The ground is every other pixel whose ray points down: the horizon
     # is the middle of the image (camera level, looking horizontally).
-    down = C.ray_directions(camera)[:, 2].reshape(H, W) < 0
+    down = geometry.ray_directions(camera)[:, 2].reshape(H, W) < 0
     np.testing.assert_array_equal(masks["ground"], down & ~inside)
     np.testing.assert_array_equal(masks["none"], ~down & ~inside)
     # Colours: texture sampled bilinearly at the hit point, times the light.
-    d = C.ray_directions(camera).reshape(H, W, 3)
-    texture = C.texture_pixels(scene.bodies[CRATE].texture)
-    ground_texture = C.texture_pixels(scene.ground.texture)
+    d = geometry.ray_directions(camera).reshape(H, W, 3)
+    texture = texture_pixels(scene.bodies[CRATE].texture)
+    ground_texture = texture_pixels(scene.ground.texture)
     for row, col in [(13, 32), (15, 36), (18, 39)]:
         t = (centre[1] - half[1] - camera.position[1]) / d[row, col, 1]
         p = np.asarray(camera.position) + t * d[row, col] - centre

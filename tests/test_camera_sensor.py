@@ -7,11 +7,11 @@ import pytest
 
 import symphys as sp
 from symphys.api import _inputs
-from symphys.backends import compile as sp_compile
+from symphys.compiler.backends import compile as sp_compile
 from symphys.errors import SceneError
-from symphys.model import build_model
-from symphys.scene import SensorKind
-from symphys.sensors import observe
+from symphys.physics.model import build_model
+from symphys.physics.sensors import observe
+from symphys.scene.elements import SensorKind
 
 RESOLUTION = (16, 8)           # width, height
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from symphys.cli import main
+from symphys.cli.main import main
 
 
 def test_list(capsys):
@@ -14,7 +14,7 @@ def test_list(capsys):
     from importlib.util import find_spec
 
     from symphys.experiments import EXPERIMENTS
-    from symphys.scene_io import available_scenes
+    from symphys.scene.reader import available_scenes
 
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -49,7 +49,7 @@ def test_bad_parameter_override_is_one_line(param, words, capsys):
 def test_backend_without_jax_names_the_extra():
     """Without JAX installed, `--backend jax` and the experiments that run on
     JAX by default stop with one line naming the extra to install."""
-    block = "import sys; sys.modules['jax'] = None; from symphys.cli import main; "
+    block = "import sys; sys.modules['jax'] = None; from symphys.cli.main import main; "
     for argv in (["simulate", "ball", "--steps", "3", "--backend", "jax"],
                  ["experiment", "suh-pushing", "--quick", "--no-progress"]):
         out = subprocess.run([sys.executable, "-c", block + f"sys.exit(main({argv!r}))"],
@@ -72,8 +72,34 @@ def test_simulate_writes_json_and_plot(tmp_path, capsys):
 def test_bad_scene_is_a_clear_error(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "symphys-scene/1", "bodies": [{"name": "x", "shape": "cone"}]}')
-    out = subprocess.run([sys.executable, "-m", "symphys.cli", "simulate", str(bad)],
+    out = subprocess.run([sys.executable, "-m", "symphys.cli.main", "simulate", str(bad)],
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert "symphys: error" in out.stderr and "field 'shape'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_experiment_param_reaches_the_scenes_it_reads(tmp_path, monkeypatch, capsys):
+    """`experiment --param` gives the scenes an experiment reads new
+    defaults, records them in the JSON, and refuses a name no scene has."""
+    import types
+
+    from symphys import experiments
+    from symphys.experiments.common import ExperimentResult
+    from symphys.scene.reader import load_scene
+
+    def run(quick, seed, show_progress):
+        scene = load_scene("ball")
+        return ExperimentResult("fake", quick, seed, {"mass": scene.bodies[0].mass}, {})
+
+    fake = types.SimpleNamespace(run=run, report=lambda r: f"mass {r.metrics['mass']}",
+                                 plot=lambda r, path: None)
+    monkeypatch.setattr(experiments, "get", lambda name: fake)
+    js = tmp_path / "fake.json"
+    assert main(["experiment", "fake", "--param", "ball.mass=3.5", "--json", str(js)]) == 0
+    assert "mass 3.5" in capsys.readouterr().out
+    doc = json.loads(js.read_text())
+    assert doc["metrics"]["mass"] == 3.5 and doc["parameters"] == {"ball.mass": 3.5}
+    assert main(["experiment", "fake", "--param", "wall.mass=2", "--json", str(js)]) == 2
+    err = capsys.readouterr().err
+    assert "wall.mass" in err and "no scene this run read" in err and "ball" in err

@@ -4,16 +4,16 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from scenes import ROD_LENGTH, drop, servo_pendulum
 
 import symphys as sp
-from symphys import nn
-from symphys.backends import compile
-from symphys.joints import build_joint_arrays
-from symphys.model import build_model
-from symphys.rollout import full_parameters, rollout, split_batched
-from symphys.sensors import observe
-from symphys.timeloop import LoopOptions
-from scenes import ROD_LENGTH, drop, servo_pendulum
+from symphys.compiler.backends import compile
+from symphys.learn import nn
+from symphys.loop.rollout import full_parameters, rollout, split_batched
+from symphys.loop.timeloop import LoopOptions
+from symphys.physics.joints import build_joint_arrays
+from symphys.physics.model import build_model
+from symphys.physics.sensors import observe
 
 BACKEND = "numba"
 TASK = np.array([[0.2], [0.4]])
@@ -190,8 +190,8 @@ def test_arm_gradients_match_finite_differences():
     the gripper-distance sensor): the gradient of the loss with respect to
     controller weights, the elbow pivot's height on the upper arm (a link
     length) and the elbow servo's gain matches central differences."""
-    from symphys.closed_loop import closed_loop_function
     from symphys.experiments.arm_fixed import arm_scene
+    from symphys.learn.closed_loop import closed_loop_function
 
     scene = arm_scene()
     ctrl = nn.MLP(1, 4, hidden=(8,), output_init=1.0)
@@ -231,8 +231,9 @@ def test_open_loop_controller_needs_no_sensors():
     """A scene without sensors gives a (B, 0) observation, so an open-loop
     controller can drive it: the wrist's servos turn the hand while its
     anchor stays at the pivot."""
-    from symphys.closed_loop import closed_loop_trajectory
     from scenes import wrist
+
+    from symphys.learn.closed_loop import closed_loop_trajectory
 
     scene = wrist()
     assert scene.n_observations == 0

@@ -1,4 +1,4 @@
-"""Gradient estimators (symphys.estimators) against analytic answers."""
+"""Gradient estimators (symphys.learn.estimators) against analytic answers."""
 
 import math
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from symphys.errors import ParameterError
-from symphys.estimators import (AlphaCase, EstimatorOptions, PolicyObjective, alpha_rule,
-                                bernstein_epsilon, estimate, in_chunks, reparameterised,
-                                sample_spread, values_at)
 from symphys.experiments.suh_heaviside import heaviside, smoothed_slope
 from symphys.experiments.suh_pivot import pivot
+from symphys.learn.estimators import (AlphaCase, EstimatorOptions, PolicyObjective, alpha_rule,
+                                      bernstein_epsilon, estimate, in_chunks, reparameterised,
+                                      sample_spread, values_at)
 
 A = np.array([[3.0, 1.0, 0.0], [1.0, 2.0, 0.5], [0.0, 0.5, 1.0]])
 B = np.array([0.5, -1.0, 2.0])
@@ -314,7 +314,7 @@ def test_optimisers_take_an_estimator(estimator):
     """B3's settings (N = 50, σ = 0.02, step 0.01, 500 iterations from 0.1,
     γ = 0.2): the exact gradient walks off the cliff at π/4, the zeroth- and
     alpha-order ones stop before it."""
-    from symphys.optim import SGD
+    from symphys.learn.optim import SGD
 
     options = EstimatorOptions(sigma=0.02, samples=50, gamma=0.2)
     run = SGD(learning_rate=0.01).minimise(pivot, [0.1], 500, estimator, options, seed=0)
@@ -348,7 +348,7 @@ def test_suh_experiments_quick(name, tmp_path):
 
 
 def test_experiment_without_simulation_refuses_a_backend(capsys):
-    from symphys.cli import main
+    from symphys.cli.main import main
 
     with pytest.raises(SystemExit, match="takes no --backend"):
         main(["experiment", "suh-pivot", "--quick", "--backend", "jax"])
@@ -397,7 +397,7 @@ def test_combined_figure_from_the_committed_results(tmp_path, capsys):
     names those without one; an empty folder is a clear error."""
     from pathlib import Path
 
-    from symphys.cli import main
+    from symphys.cli.main import main
 
     docs = Path(__file__).resolve().parents[1] / "docs"
     out = tmp_path / "suh.png"

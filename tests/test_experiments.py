@@ -3,10 +3,9 @@
 import json
 
 import numpy as np
-
 import pytest
 
-from symphys.cli import main
+from symphys.cli.main import main
 
 
 def test_ball_throw_quick(tmp_path, capsys):
@@ -161,7 +160,7 @@ def test_quadruped_speed_quick(tmp_path):
     """A2 / Table 1 at test size (0.2 s, batches 1 and 2, loops interpreted):
     the paper's two controllers by weight count, ms per robot-step beside
     Table 1, and the forward and gradient functions agreeing on the loss."""
-    from symphys.compiled_loops import Loops
+    from symphys.compiler.loops import Loops
 
     doc, text = _run_quick("quadruped-speed", tmp_path, seconds=0.2, batches=(1, 2),
                            loops_kind=Loops.INTERPRETED)

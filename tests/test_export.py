@@ -16,9 +16,10 @@ import pytest
 
 import symphys as sp
 from symphys.api import parameter_values, simulate_function
+from symphys.cli.export import SIMULATE_OUTPUT_NAMES, add_parser
+from symphys.compiler.export.manifest import ArtifactKind
+from symphys.compiler.export.read import read_manifest
 from symphys.errors import ExportError, ParameterError
-from symphys.export import (SIMULATE_OUTPUT_NAMES, ArtifactKind, add_parser,
-                            read_manifest)
 
 STEPS = 10
 

@@ -7,8 +7,8 @@ import pytest
 from pytensor.graph.traversal import applys_between, graph_inputs
 
 import symphys as sp
-from symphys import rewrites
-from symphys.backends import interpreted
+from symphys.compiler import rewrites
+from symphys.compiler.backends import interpreted
 from symphys.physics.kernels.ops import StageOp
 
 

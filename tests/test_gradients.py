@@ -10,10 +10,10 @@ contact events (smooth regions).
 
 import numpy as np
 import pytest
+from scenes import drop, knock, mixed, pair, rod
 
 import symphys as sp
 from symphys.api import parameter_values, value_and_grad_function
-from scenes import drop, knock, mixed, pair, rod
 
 BACKEND = "numba"
 
@@ -178,8 +178,8 @@ def test_checkpointed_rollout_gives_the_same_gradient():
     segments recomputed in the reverse pass (each step recomputed, or its
     residuals stored by the segment's forward): the same loss and
     gradients as the full rollout to 1e-12."""
-    from symphys.adjoint import LoopOptions, Reverse
     from symphys.errors import ParameterError
+    from symphys.loop.adjoint import LoopOptions, Reverse
     scene = drop()
     params = {"ball.velocity": [1.3, 0.4, 0.7], "ball.angular_velocity": [0.5, -20.0, 0.2],
               "ground.restitution": 0.55, "ground.friction": 0.01}

@@ -1,12 +1,12 @@
-"""Behaviour cloning of recurrent controllers (`symphys.imitation`)."""
+"""Behaviour cloning of recurrent controllers (`symphys.learn.imitation`)."""
 
 import numpy as np
 import pytest
 
-from symphys import nn
 from symphys.errors import ParameterError
-from symphys.imitation import (Demonstrations, fit_demonstrations, imitation_function,
-                               supervisor_noise)
+from symphys.learn import nn
+from symphys.learn.imitation import (Demonstrations, fit_demonstrations, imitation_function,
+                                     supervisor_noise)
 
 ROWS, LENGTH, BURN_IN = 4, 12, 3
 

@@ -12,10 +12,10 @@ inertia about the pivot I_p (`_rod_inertia_about_pivot`):
 
 import numpy as np
 import pytest
-
-import symphys as sp
 from scenes import BACKEND, ROD_LENGTH
 from test_joints import ARTICULATED, _rod_inertia_about_pivot
+
+import symphys as sp
 
 G, DT, MASS = 9.81, 0.001, 1.0
 D = ROD_LENGTH / 2          # pivot to centre of mass

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 import sympy
+from scenes import (BACKEND, FLAP_LIMITS, ROD_LENGTH, SLIDE_ANGLE, chain, double_pendulum, gadgets,
+                    pendulum, wrist)
 from scipy.integrate import solve_ivp
 
 import symphys as sp
-from symphys.algebra import Vec3
-from symphys.model import principal_inertia
-from symphys.scene import Shape
-from scenes import (BACKEND, FLAP_LIMITS, ROD_LENGTH, SLIDE_ANGLE, chain, double_pendulum,
-                    gadgets, pendulum, wrist)
+from symphys.physics.algebra import Vec3
+from symphys.physics.model import principal_inertia
+from symphys.scene.elements import Shape
 
 G = 9.81
 # Multi-body articulated scenes run on JAX here: their cold Numba compile

@@ -13,13 +13,13 @@ one of them (loosely), or the direction is counted as skipped.
 
 import numpy as np
 import pytest
+from kernel_scenes import SMALL_SCENES, random_action, random_state
 
 import symphys
-from kernel_scenes import SMALL_SCENES, random_action, random_state
 from symphys.physics.kernels import rows_numba as rn
 from symphys.physics.kernels import rows_numba_grad as rg
-from symphys.physics.kernels.graph import numeric_inputs
 from symphys.physics.kernels.layout import build_layout
+from symphys.physics.kernels.reference import numeric_inputs
 
 H = 1e-6
 RTOL = 1e-6

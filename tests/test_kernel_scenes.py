@@ -6,12 +6,12 @@ from collections import Counter
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from kernel_scenes import (ITERATIONS, SMALL_SCENES, command_range, random_action, random_state,
+                           scene_features, scene_from_seed, scenes)
 
-from kernel_scenes import (ITERATIONS, SMALL_SCENES, command_range, random_action,
-                           random_state, scene_features, scene_from_seed, scenes)
-from symphys.params import resolve_values
 from symphys.physics.kernels.layout import Option, build_layout
-from symphys.scene import ContactModel, FrictionModel
+from symphys.scene.elements import ContactModel, FrictionModel
+from symphys.scene.params import resolve_values
 
 # Features each of SMALL_SCENES and SMALL_SCENES + a seeded sample must hold
 # in at least (1, 3) scenes.

@@ -33,13 +33,14 @@ from hypothesis import strategies as st
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
 
-from kernel_padding import (NAMES, generator_sizes, numeric_inputs, pad,  # noqa: E402
-                            scene_sizes, trim_items)
+from kernel_padding import (NAMES, generator_sizes, numeric_inputs, pad, scene_sizes,  # noqa: E402
+                            trim_items)
 from kernel_scenes import (ITERATIONS, SMALL_SCENES, random_action, random_state,  # noqa: E402
                            scene_features, scenes)
-from symphys.physics.kernels import rows_jax, rows_numba, solve_jax, solve_numba  # noqa: E402
-from symphys.physics.kernels import rows_numba_grad, solve_numba_grad  # noqa: E402
-from symphys.physics.kernels import graph  # noqa: E402
+
+from symphys.physics.kernels import reference  # noqa: E402
+from symphys.physics.kernels import (rows_jax, rows_numba,  # noqa: E402  # noqa: E402
+                                     rows_numba_grad, solve_jax, solve_numba, solve_numba_grad)
 from symphys.physics.kernels.layout import Option, build_layout  # noqa: E402
 
 MAX_BODIES = 4
@@ -212,11 +213,11 @@ def _check(case: Case, what: str):
 
 # -- the checks -------------------------------------------------------------------
 def test_numpy_packer_matches_graph():
-    """`kernel_padding.numeric_inputs` gives `graph.numeric_inputs`' values."""
+    """`kernel_padding.numeric_inputs` gives `reference.numeric_inputs`' values."""
     for k, scene in enumerate([SMALL_SCENES[11], SMALL_SCENES[5]]):
         rng = np.random.default_rng(k)
         params, action = random_state(scene, rng), random_action(scene, rng)
-        ref = graph.numeric_inputs(scene, params, action)
+        ref = reference.numeric_inputs(scene, params, action)
         mine = numeric_inputs(scene, params, action)
         for name in NAMES:
             assert mine[name].shape == ref[name].shape, name

@@ -1,6 +1,6 @@
 """The JAX stage kernels (`symphys.physics.kernels.rows_jax`, `solve_jax`)
-against the reference step (`symphys.step.step` on packed arrays,
-`graph.reference_step_function`): one step from the
+against the reference step (`symphys.physics.step.step` on packed arrays,
+`reference.reference_step_function`): one step from the
 default state and from perturbed states (random velocities and rotations,
 bodies pressed into the ground or about to land, nonzero motor commands),
 to 1e-10, on every shipped scene; a batch of worlds with shared (Bp = 1)
@@ -20,15 +20,15 @@ import pytest
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
+from kernel_scenes import FEATURES  # noqa: E402
 
 import symphys as sp  # noqa: E402
 from symphys.physics.kernels.geometry_jax import contact_geometry  # noqa: E402
-from symphys.physics.kernels.graph import numeric_inputs, reference_step_function  # noqa: E402
 from symphys.physics.kernels.layout import (BODY, ROW, STATE, WORLD, Bound, Item,  # noqa: E402
                                             Option, build_layout)
+from symphys.physics.kernels.reference import numeric_inputs, reference_step_function  # noqa: E402
 from symphys.physics.kernels.rows_jax import rows  # noqa: E402
 from symphys.physics.kernels.solve_jax import integrate, solve  # noqa: E402
-from kernel_scenes import FEATURES  # noqa: E402
 
 SHIPPED = ["ball", "spheres16", "pendulum_camera", "arm", "hopper", "quadruped"]
 TOL = 1e-10

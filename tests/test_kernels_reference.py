@@ -1,17 +1,16 @@
 """The fused step's Numba kernels and hand-made pullbacks against the
-reference graph (`symphys.step.step` and PyTensor's gradient of it), one
+reference graph (`symphys.physics.step.step` and PyTensor's gradient of it), one
 step at a time from many states: every shipped scene, two built scenes
 with every feature, and the small generated scenes of `kernel_scenes`."""
 
 import numpy as np
 import pytest
+from kernel_scenes import FEATURES, SMALL_SCENES, random_action, random_state
 
 import symphys as sp
 from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, solve_numba_grad
-from symphys.physics.kernels.graph import numeric_inputs, reference_step_function
 from symphys.physics.kernels.layout import Option, build_layout
-
-from kernel_scenes import FEATURES, SMALL_SCENES, random_action, random_state
+from symphys.physics.kernels.reference import numeric_inputs, reference_step_function
 
 SHIPPED = ["ball", "arm", "hopper", "quadruped", "pendulum_camera", "spheres16"]
 INPUTS = ("state", "body", "world", "joint", "motor", "action")

@@ -13,8 +13,8 @@ import pytest
 
 import symphys as sp
 from symphys.api import parameter_values, value_and_grad_function
-from symphys.bench import bench_loss
-from symphys.compiled_loops import CompiledLoop
+from symphys.bench.runner import bench_loss
+from symphys.compiler.loops import CompiledLoop
 
 STEPS = 150
 WRT = {"ball": ["ball.velocity", "ball.radius", "ground.friction"],
@@ -44,7 +44,7 @@ def test_compiled_loops_match_interpreted(name):
 
 
 def test_loops_setting_is_checked(monkeypatch):
-    from symphys.compiled_loops import loops_run
+    from symphys.compiler.loops import loops_run
 
     monkeypatch.setenv("SYMPHYS_LOOPS", "fast")
     with pytest.raises(sp.SymphysError, match="SYMPHYS_LOOPS='fast'"):
@@ -102,12 +102,12 @@ def test_interpreted_graphs_leave_no_elementwise_node_to_python():
     casts and clips become nodes NumPy runs whole (binary `add`/`multiply`,
     array casts, `clip`), with the same values; a node of more operands
     than a ufunc takes too."""
-    from pytensor.graph import FunctionGraph
     import pytensor.scalar as ps
+    from pytensor.graph import FunctionGraph
     from pytensor.scalar import Composite
     from pytensor.tensor.elemwise import Elemwise
 
-    from symphys.compiled_loops import UFUNC_OPERANDS, split_elementwise
+    from symphys.compiler.loops import UFUNC_OPERANDS, split_elementwise
 
     xs = [pt.vector(f"x{k}") for k in range(UFUNC_OPERANDS + 3)]
     a, b, c = (ps.float64(n) for n in "abc")

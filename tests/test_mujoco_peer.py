@@ -8,11 +8,13 @@ import pytest
 
 mujoco = pytest.importorskip("mujoco")
 
+from symphys.bench.mujoco_peer import time_mj_step, time_rollout  # noqa: E402
 from symphys.errors import SceneError  # noqa: E402
-from symphys.mujoco_peer import (MjcfOptions, MujocoUnavailable, import_mujoco,  # noqa: E402
-                                 load_model, time_mj_step, time_rollout, to_mjcf)
-from symphys.scene import JointType  # noqa: E402
-from symphys.scene_io import SceneBuilder, load_scene  # noqa: E402
+from symphys.mjcf.write import (MjcfOptions, MujocoUnavailable, import_mujoco,  # noqa: E402
+                                load_model, to_mjcf)
+from symphys.scene.builder import SceneBuilder  # noqa: E402
+from symphys.scene.elements import JointType  # noqa: E402
+from symphys.scene.reader import load_scene  # noqa: E402
 
 
 def _model(scene, options=MjcfOptions()):

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from symphys.optim import (SGD, Adam, CosineSchedule, NonFiniteGradient, PiecewiseSchedule,
-                           StepGuard, clip_by_global_norm, cmaes_minimise)
+from symphys.learn.optim import (SGD, Adam, CosineSchedule, NonFiniteGradient, PiecewiseSchedule,
+                                 StepGuard, clip_by_global_norm, cmaes_minimise)
 
 TARGET = {"a": np.array([1.0, -2.0]), "b": np.array(3.0)}
 

@@ -10,24 +10,22 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from kernel_scenes import FEATURES, random_state
 from pytensor.graph.traversal import applys_between, graph_inputs
 
 import symphys as sp
-from symphys.backends import interpreted_mode
-from symphys.joints import build_joint_arrays
-from symphys.model import build_model, zero_template
-from symphys.params import default_parameters
+from symphys.compiler.backends import interpreted_mode
+from symphys.physics.joints import build_joint_arrays
 from symphys.physics.kernels.graph import pack_inputs, pack_state
 from symphys.physics.kernels.packing import gather, packed_model
-
-from kernel_scenes import FEATURES, random_state
+from symphys.physics.model import build_model, zero_template
 
 SHIPPED = ["ball", "arm", "hopper", "quadruped", "pendulum_camera", "spheres16"]
 WORLDS = 3
 
 
 def _reference(scene, p):
-    batched = {k for k, v in p.items() if v.ndim == len(default_parameters(scene)[k].shape) + 1}
+    batched = {k for k, v in p.items() if v.ndim == len(scene.parameters()[k].shape) + 1}
     bodies, world, state = build_model(scene, p, batched)
     frames, motors = build_joint_arrays(scene, p)
     body, world, joint, motor = pack_inputs(bodies, world, frames, motors, len(scene.joints),
@@ -38,7 +36,7 @@ def _reference(scene, p):
 def _values(scene, rng, batched: str):
     """Parameter values: random states over the defaults, with `batched`
     "none", "all" or "some" of them given per world (jittered)."""
-    values = {k: np.asarray(v, float) for k, v in default_parameters(scene).items()}
+    values = {k: np.asarray(v, float) for k, v in scene.parameters().items()}
     values.update({k: np.asarray(v, float) for k, v in random_state(scene, rng).items()})
     names = sorted(values)
     chosen = {"none": [], "all": names, "some": names[::3]}[batched]

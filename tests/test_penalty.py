@@ -1,4 +1,4 @@
-"""Penalty and smooth contact models (symphys.penalty) against analytic
+"""Penalty and smooth contact models (symphys.physics.penalty) against analytic
 answers; one compiled function per model serves every world (stiffness
 and damping are parameters, batched here)."""
 

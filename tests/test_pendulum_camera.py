@@ -9,10 +9,10 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from symphys.closed_loop import closed_loop_function
-from symphys.experiments import cartpole_teacher as teaching
 from symphys.experiments import pendulum_camera as a6
-from symphys.scene_io import load_scene
+from symphys.learn import teachers as teaching
+from symphys.learn.closed_loop import closed_loop_function
+from symphys.scene.reader import load_scene
 
 
 def test_scene_is_the_papers_setup():

@@ -3,9 +3,9 @@ holds Numba and the C VM to JAX)."""
 
 import numpy as np
 import pytest
+from scenes import BACKEND, box, drop, knock, pair
 
 import symphys as sp
-from scenes import BACKEND, box, drop, knock, pair
 
 G = 9.81
 

@@ -13,9 +13,9 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.math import Sum
 
-from symphys import backends, rewrites
-from symphys.compiled_loops import outer_loops
-from symphys.array_step import cross
+from symphys.bench.array_step import cross
+from symphys.compiler import backends, rewrites
+from symphys.compiler.loops import outer_loops
 
 X = pt.tensor("x", shape=(None, 4, 3), dtype="float64")
 Y = pt.tensor("y", shape=(None, 4, 3), dtype="float64")
@@ -211,10 +211,10 @@ def test_rewrites_only_leaves_the_kernels_fused():
 
 
 def test_a_camera_sensor_turns_the_component_rewrites_off():
-    from symphys import closed_loop
-    from symphys.camera import RENDER_REWRITES
+    from symphys.camera.image import RENDER_REWRITES
     from symphys.experiments.pendulum_camera import camera_scene
-    from symphys.scene_io import load_scene
+    from symphys.learn import closed_loop
+    from symphys.scene.reader import load_scene
 
     scene, ball = camera_scene(), load_scene("ball")
     assert scene.sees_images and not ball.sees_images

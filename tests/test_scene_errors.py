@@ -7,6 +7,7 @@ import pytest
 
 import symphys as sp
 from symphys.errors import ParameterError, SceneError
+from symphys.scene.reader import overriding
 
 
 def _doc(**body):
@@ -246,8 +247,8 @@ def test_duplicate_joint_name(tmp_path):
 @pytest.mark.parametrize("motor, field, text", [
     ({"joint": "k"}, "joint", "unknown joint 'k'"),
     ({"mode": "servo"}, "mode", "unknown value 'servo'"),
-    ({"gain": 0}, "gain", "must be > 0"),
-    ({"max_torque": -1}, "max_torque", "must be > 0"),
+    ({"gain": -1}, "gain", "must be >= 0"),
+    ({"max_torque": -1}, "max_torque", "must be >= 0"),
     ({"command_range": [1, 1]}, "command_range", "low < high"),
 ])
 def test_motor_errors_name_motor_and_field(tmp_path, motor, field, text):
@@ -366,3 +367,23 @@ def test_stiction_velocity_needs_a_penalty_model(tmp_path):
     assert "field 'stiction_velocity'" in msg and "penalty" in msg
     doc["solver"]["model"] = "penalty"
     assert sp.scene_from_dict(doc).solver.stiction_velocity == 0.1
+
+
+def test_overriding_sets_defaults_of_scenes_read_within():
+    """Within `overriding`, a file, a dict and a builder scene get the named
+    values as defaults, checked like `params=`; outside, nothing changes."""
+    with overriding({"ball.mass": 2.0, "ground.friction": 0.25,
+                     "world.gravity": [0, 0, -5]}):
+        ball = sp.load_scene("ball")
+        built = (sp.SceneBuilder("b").ground().body("ball", "sphere", radius=0.1, mass=1.0)
+                 .build())
+    assert ball.bodies[0].mass == 2.0 and ball.ground.friction == 0.25
+    assert ball.gravity == (0.0, 0.0, -5.0) and built.gravity == (0.0, 0.0, -5.0)
+    assert built.bodies[0].mass == 2.0
+    assert sp.load_scene("ball").bodies[0].mass != 2.0
+    with pytest.raises(ParameterError, match="'ball.mass' must be > 0"):
+        with overriding({"ball.mass": -1}):
+            sp.load_scene("ball")
+    with pytest.raises(ParameterError, match="no scene this run read"):
+        with overriding({"crate.mass": 1}):
+            sp.load_scene("ball")

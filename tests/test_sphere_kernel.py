@@ -1,4 +1,4 @@
-"""The hand-written sphere kernel (`symphys.sphere_kernel`) against the engine.
+"""The hand-written sphere kernel (`symphys.bench.sphere_kernel`) against the engine.
 
 The engine runs on JAX (float64): its cold compile of the 16-sphere scene
 takes about 20 s, Numba's far longer, and Numba's compiled graphs use
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import symphys as sp
-from symphys import sphere_kernel as sk
 from symphys.api import simulate
-from symphys.bench import _batched_params
+from symphys.bench import sphere_kernel as sk
+from symphys.bench.runner import _batched_params
 
 BACKEND = "jax"
 STEPS = 200

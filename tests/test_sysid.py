@@ -22,7 +22,8 @@ import pytest
 import symphys as sp
 from symphys import sysid
 from symphys.errors import DataError
-from symphys.recordings import read_recording, recording_from_arrays, write_recording
+from symphys.sysid import fitting
+from symphys.sysid.recordings import read_recording, recording_from_arrays, write_recording
 
 BACKEND = "numba"
 DT, STEPS, EVERY = 0.005, 200, 10
@@ -163,8 +164,8 @@ def test_cost_gradient_and_jacobian_match_central_differences(bench, clean):
                                          segments=1))
     fn = sysid.residual_function(scene, variables, data.columns, data.steps, CHUNK, base,
                                  backend=BACKEND)
-    packing = sysid._Packing(tuple(variables), 1)
-    ev = sysid._Evaluator(fn, packing, data, CHUNK)
+    packing = fitting._Packing(tuple(variables), 1)
+    ev = fitting._Evaluator(fn, packing, data, CHUNK)
     x = packing.pack({v.name: v.initial for v in variables}) * 1.05 + 0.01
     r, grad = ev.residuals(x, with_gradient=True)
     J = ev.jacobian(x)
@@ -237,7 +238,7 @@ def test_recording_files_round_trip_and_bad_files_are_named(bench, clean, tmp_pa
 
 
 def test_cli_fits_a_scene_file_to_a_csv(bench, clean, tmp_path, capsys):
-    from symphys.cli import main
+    from symphys.cli.main import main
 
     scene_path = tmp_path / "bench.json"
     scene_path.write_text(json.dumps(bench_builder().to_dict()))
@@ -263,7 +264,7 @@ def test_double_pendulum_experiment_quick_reads_other_data(tmp_path, capsys):
     from another folder (--data); a folder without them is refused."""
     import shutil
 
-    from symphys.cli import main
+    from symphys.cli.main import main
     from symphys.experiments import double_pendulum_sysid as dp
 
     data = tmp_path / "recordings"

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 import symphys as sp
-from symphys.algebra import Mat3, Vec3
-from symphys.joints import build_joint_arrays
-from symphys.model import build_model
-from symphys.rollout import full_parameters
-from symphys.scene import Shape
-from symphys.timeloop import StepInputs
+from symphys.loop.rollout import full_parameters
+from symphys.loop.timeloop import StepInputs
+from symphys.physics.algebra import Mat3, Vec3
+from symphys.physics.joints import build_joint_arrays
+from symphys.physics.model import build_model
+from symphys.scene.elements import Shape
 from symphys.tree import LEAF, flatten, tree_map, unflatten
 
 

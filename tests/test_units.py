@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from scenes import mixed
 
 import symphys as sp
-from symphys.contacts import STATIC, contact_blocks
-from symphys.optim import Adam, PiecewiseSchedule
-from scenes import mixed
+from symphys.learn.optim import Adam, PiecewiseSchedule
+from symphys.physics.contacts import STATIC, contact_blocks
 
 
 def test_piecewise_schedule_follows_the_paper():
@@ -45,7 +45,7 @@ def test_contact_blocks_never_repeat_a_body():
 
 
 def test_renormalise_pulls_towards_a_rotation():
-    from symphys.algebra import Mat3, renormalise
+    from symphys.physics.algebra import Mat3, renormalise
     rng = np.random.default_rng(0)
     q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
     a = q + 1e-3 * rng.normal(size=(3, 3))
@@ -62,7 +62,7 @@ def test_parameters_and_defaults():
 
 
 def test_gram_is_a_times_a_transpose():
-    from symphys.algebra import Mat3, gram
+    from symphys.physics.algebra import Mat3, gram
     a = np.random.default_rng(1).normal(size=(3, 3))
     np.testing.assert_allclose(np.array(gram(Mat3(*a.ravel()))).reshape(3, 3), a @ a.T,
                                rtol=1e-14, atol=1e-14)
@@ -72,10 +72,10 @@ def test_isotropic_shortcut_equals_rotated_inverse_inertia():
     """For spheres R diag(s) R^T a = s a: the shortcut the solver takes when
     every body is a sphere gives the same rows as the world inverse inertia;
     the latter matches R diag(1/I) R^T computed by NumPy."""
-    from symphys.algebra import Mat3, Vec3
-    from symphys.contacts import Gather
-    from symphys.model import BodyArrays
-    from symphys.solver import RowKind, angular_row, _point_row, mobility
+    from symphys.physics.algebra import Mat3, Vec3
+    from symphys.physics.contacts import Gather
+    from symphys.physics.model import BodyArrays
+    from symphys.physics.solver import RowKind, _point_row, angular_row, mobility
     rng = np.random.default_rng(2)
     q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
     rot = Mat3(*(np.full((1, 2), c) for c in q.ravel()))
@@ -109,7 +109,8 @@ def test_rotate_by_is_the_exponential_map():
     import pytensor
     import pytensor.tensor as pt
     from scipy.linalg import expm
-    from symphys.algebra import Mat3, Vec3, rotate_by
+
+    from symphys.physics.algebra import Mat3, Vec3, rotate_by
 
     u = pt.dvector("u")
     r = pt.dmatrix("r")

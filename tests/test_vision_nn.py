@@ -1,4 +1,4 @@
-"""Convolution, pooling and the vision controller (`symphys.nn`), against
+"""Convolution, pooling and the vision controller (`symphys.learn.nn`), against
 SciPy's correlation, NumPy pooling and central differences (float64).
 Tiny images; JAX and the C VM (numba compiles of these graphs take minutes
 here)."""
@@ -8,8 +8,8 @@ import pytensor.tensor as pt
 import pytest
 from scipy.signal import correlate
 
-from symphys import nn
-from symphys.backends import compile as sp_compile
+from symphys.compiler.backends import compile as sp_compile
+from symphys.learn import vision
 
 SHAPE = (2, 8, 6, 3)          # B, H, W, C_in
 C_OUT = 4
@@ -36,14 +36,14 @@ def _conv_function(method, backend):
     x = pt.tensor("x", shape=(None,) + SHAPE[1:])
     w = pt.tensor("w", shape=(3, 3, SHAPE[3], C_OUT))
     b, probe = pt.vector("b"), pt.tensor4("probe")
-    y = nn.conv2d(x, w, b, method=method)
+    y = vision.conv2d(x, w, b, method=method)
     loss = (probe * y ** 2).sum()
     return sp_compile([x, w, b, probe], [y, loss, *pt.grad(loss, [x, w])], backend=backend)
 
 
 @pytest.fixture(scope="module")
 def slices_jax():
-    return _conv_function(nn.ConvMethod.SLICES, "jax")
+    return _conv_function(vision.ConvMethod.SLICES, "jax")
 
 
 def test_conv2d_is_scipy_correlation_with_zero_padding(slices_jax, data):
@@ -73,33 +73,33 @@ def test_pytensor_convolution_agrees_on_the_c_vm_and_jax_refuses_it(slices_jax, 
     """PyTensor's own convolve2d (SciPy inside) gives the same values and
     gradients on the C VM; JAX has no dispatch for it."""
     x, w, b, probe = data
-    own = _conv_function(nn.ConvMethod.PYTENSOR, "cvm")(x, w, b, probe)
+    own = _conv_function(vision.ConvMethod.PYTENSOR, "cvm")(x, w, b, probe)
     for a, e in zip(own, slices_jax(x, w, b, probe)):
         np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-10)
     with pytest.raises(NotImplementedError, match="Convolve2d"):
-        _conv_function(nn.ConvMethod.PYTENSOR, "jax")
+        _conv_function(vision.ConvMethod.PYTENSOR, "jax")
 
 
 def test_max_pool_and_its_errors(data):
     x = data[0]
     xs = pt.tensor("x", shape=(None,) + SHAPE[1:])
-    f = sp_compile([xs], [nn.max_pool2d(xs, SHAPE[1:]),
-                          nn.max_pool2d(xs, SHAPE[1:], nn.Pool.MEAN)], backend="jax")
+    f = sp_compile([xs], [vision.max_pool2d(xs, SHAPE[1:]),
+                          vision.max_pool2d(xs, SHAPE[1:], vision.Pool.MEAN)], backend="jax")
     blocks = x.reshape(2, 4, 2, 3, 2, 3)
     most, mean = f(x)
     np.testing.assert_array_equal(most, blocks.max(axis=(2, 4)))
     np.testing.assert_allclose(mean, blocks.mean(axis=(2, 4)), rtol=1e-14)
     with pytest.raises(ValueError, match="even"):
-        nn.max_pool2d(xs, (7, 6, 3))
+        vision.max_pool2d(xs, (7, 6, 3))
     with pytest.raises(ValueError, match="odd"):
-        nn.conv2d(xs, np.zeros((2, 2, 3, 1)), size=2)
+        vision.conv2d(xs, np.zeros((2, 2, 3, 1)), size=2)
 
 
 def test_paper_vision_controller_shapes():
     """Degrave et al.'s controller on a 288 x 96 image: four pools leave
     18 x 6 x 16 features; 3 x 3 kernels 3->32->32, 32->64->64, 64->32->32,
     32->16->16; dense 128, memory 128, head 128, 128."""
-    ctrl = nn.VisionController((96, 288, 3), n_out=1)
+    ctrl = vision.VisionController((96, 288, 3), n_out=1)
     shapes = ctrl.parameter_shapes()
     assert ctrl.n_features == 18 * 6 * 16
     assert shapes["vision.conv0_0_w"] == (3, 3, 3, 32)
@@ -111,14 +111,14 @@ def test_paper_vision_controller_shapes():
     assert set(weights) == set(shapes)
     assert all(weights[k].shape == s for k, s in shapes.items())
     with pytest.raises(ValueError, match="divisible"):
-        nn.VisionController((90, 288, 3), n_out=1)
+        vision.VisionController((90, 288, 3), n_out=1)
 
 
 def test_small_vision_controller_runs_with_memory():
     """A small instance: actions within +-output_scale, the memory carried
     and used (the same image gives another action with another memory),
     the extra observation columns read, gradients finite."""
-    ctrl = nn.VisionController((8, 8, 3), n_out=2, n_extra=1, image_offset=1,
+    ctrl = vision.VisionController((8, 8, 3), n_out=2, n_extra=1, image_offset=1,
                                channels=(4, 4), dense=6, memory=5, head=(6,),
                                output_scale=2.0, output_init=1.0)
     weights = ctrl.init(3)
@@ -152,7 +152,7 @@ def test_spatial_softmax_finds_a_peak_between_pixels():
     bump = -((rows - centre[0]) ** 2 + (cols - centre[1]) ** 2) / 2.0
     x = np.stack([bump, np.zeros((h, w))], axis=-1)[None]           # (1, H, W, 2)
     xs = pt.tensor("x", shape=(None, h, w, 2))
-    (points,) = [sp_compile([xs], nn.spatial_softmax(xs, (h, w, 2)), backend="jax")(x)]
+    (points,) = [sp_compile([xs], vision.spatial_softmax(xs, (h, w, 2)), backend="jax")(x)]
     expect_x = centre[1] / (w - 1) * 2 - 1
     expect_y = centre[0] / (h - 1) * 2 - 1
     pixel = 2 / (w - 1)
@@ -165,8 +165,8 @@ def test_keypoint_controller_feeds_point_rates_from_its_carry():
     """KEYPOINTS with rates: features 2 C points + 2 C rates, the points
     carried; the first step (zero carry) has no rate, a second look at a
     moved image has one; the last block is not pooled."""
-    ctrl = nn.VisionController((8, 12, 3), n_out=1, channels=(4, 3), dense=6, memory=5,
-                               head=(6,), readout=nn.Readout.KEYPOINTS, keypoint_rates=50.0,
+    ctrl = vision.VisionController((8, 12, 3), n_out=1, channels=(4, 3), dense=6, memory=5,
+                               head=(6,), readout=vision.Readout.KEYPOINTS, keypoint_rates=50.0,
                                output_init=1.0)
     assert ctrl.n_features == 2 * 3 * 2 and ctrl.carry_sizes() == (5, 6)
     weights = ctrl.init(1)
@@ -188,4 +188,4 @@ def test_keypoint_controller_feeds_point_rates_from_its_carry():
     a2, _, _, _ = f(o, np.zeros((2, 5)), p0 + 0.01, *w)
     assert np.abs(a2 - a0).max() > 1e-6
     with pytest.raises(ValueError, match="keypoint_rates"):
-        nn.VisionController((8, 8, 3), n_out=1, channels=(4,), keypoint_rates=1.0)
+        vision.VisionController((8, 8, 3), n_out=1, channels=(4,), keypoint_rates=1.0)

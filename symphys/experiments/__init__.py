@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from symphys.errors import SymphysError
-from symphys.scene_io import closest
+from symphys.errors import SymphysError, closest
 
 # name -> (module, one line on what it runs)
 EXPERIMENTS = {

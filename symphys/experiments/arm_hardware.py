@@ -76,14 +76,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys import nn
-from symphys.algebra import safe_vector_norm
-from symphys.closed_loop import closed_loop_function
 from symphys.errors import SceneError
 from symphys.experiments.arm_random import arm_scene
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table
-from symphys.optim import Adam, StepGuard
-from symphys.scene import Scene
+from symphys.learn import nn
+from symphys.learn.closed_loop import closed_loop_function
+from symphys.learn.optim import Adam, StepGuard
+from symphys.physics.algebra import safe_vector_norm
+from symphys.scene.scene import Scene
 
 NAME = "arm-hardware"
 LENGTHS = "lengths"          # the link lengths' entry among an arm's parameters

@@ -17,14 +17,14 @@ import time
 
 import numpy as np
 
-from symphys import nn
-from symphys.algebra import safe_vector_norm
-from symphys.closed_loop import closed_loop_function
-from symphys.experiments.common import (ExperimentResult, first_reaching, progress, pyplot,
-                                        table, verdict)
-from symphys.optim import Adam
-from symphys.scene import Sensor, SensorKind
-from symphys.scene_io import load_scene
+from symphys.experiments.common import (ExperimentResult, first_reaching, progress, pyplot, table,
+                                        verdict)
+from symphys.learn import nn
+from symphys.learn.closed_loop import closed_loop_function
+from symphys.learn.optim import Adam
+from symphys.physics.algebra import safe_vector_norm
+from symphys.scene.elements import Sensor, SensorKind
+from symphys.scene.reader import load_scene
 
 NAME = "arm-random"
 FIRST_STEP = 100

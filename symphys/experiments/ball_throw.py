@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from symphys.algebra import safe_vector_norm
-from symphys.api import parameter_values, value_and_grad_function, value_function, simulate
+from symphys.api import parameter_values, simulate, value_and_grad_function, value_function
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
-from symphys.optim import Adam, PiecewiseSchedule
-from symphys.scene_io import load_scene
+from symphys.learn.optim import Adam, PiecewiseSchedule
+from symphys.physics.algebra import safe_vector_norm
+from symphys.scene.reader import load_scene
 
 NAME = "ball-throw"
 STEPS = 500

@@ -53,7 +53,7 @@ import symphys as sp
 from symphys import sysid
 from symphys.errors import DataError
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table
-from symphys.recordings import parse_column, recording_from_arrays
+from symphys.sysid.recordings import parse_column, recording_from_arrays
 
 NAME = "double-pendulum-sysid"
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "ibm-double-pendulum"

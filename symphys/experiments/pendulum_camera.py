@@ -17,11 +17,11 @@ Descending that loss from a random network does not swing the bar up
 gradient through 800 steps of a chaotic swing is no guide). The run has
 three stages:
 
-1. teacher (`cartpole_teacher`): energy-pumping swing-up (absolute cart
+1. teacher (`symphys.learn.teachers`): energy-pumping swing-up (absolute cart
    targets that follow mostly the bar's angle) and an LQR
    balance on the joint states, its linear model the engine's own step
    differentiated about the upright bar;
-2. distillation (DAgger, `symphys.imitation`): the vision controller
+2. distillation (DAgger, `symphys.learn.imitation`): the vision controller
    copies the teacher's commands from the rendered images along the
    teacher's rollouts, then along its own closed-loop rollouts (labelled
    by the teacher at the states it visits), round after round. Every
@@ -52,17 +52,19 @@ import time
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys import nn
-from symphys.algebra import safe_vector_norm
-from symphys.backends import compile
-from symphys.closed_loop import closed_loop_function
-from symphys.experiments import cartpole_teacher as teaching
+from symphys.camera.image import RENDER_REWRITES, render
+from symphys.compiler.backends import compile
 from symphys.experiments.common import (ExperimentResult, load_checkpoint, progress, pyplot,
                                         save_checkpoint, table, verdict)
-from symphys.imitation import (Demonstrations, fit_demonstrations, imitation_function,
-                               supervisor_noise)
-from symphys.optim import Adam, StepGuard
-from symphys.scene_io import load_scene
+from symphys.learn import nn
+from symphys.learn import teachers as teaching
+from symphys.learn import vision
+from symphys.learn.closed_loop import closed_loop_function
+from symphys.learn.imitation import (Demonstrations, fit_demonstrations, imitation_function,
+                                     supervisor_noise)
+from symphys.learn.optim import Adam, StepGuard
+from symphys.physics.algebra import safe_vector_norm
+from symphys.scene.reader import load_scene
 
 NAME = "pendulum-camera"
 SCENE = "pendulum_camera"
@@ -76,7 +78,7 @@ CHANNELS, CHANNELS_QUICK = (8, 16, 16, 16), (4,)
 DENSE = MEMORY = 128
 HEAD = (128, 128)
 SOFT_EDGE = 0.5                            # pixels
-POOL = nn.Pool.MEAN                        # ours: keeps the soft edges' sub-pixel positions
+POOL = vision.Pool.MEAN                        # ours: keeps the soft edges' sub-pixel positions
 CART_RANGE = 1.5                           # m: the tanh output times this is the cart target
 # Distillation: rollouts per round (world 0 starts hanging at rest, the
 # others with random cart and bar rates), rounds (the first on the
@@ -127,9 +129,9 @@ def camera_scene(resolution=RESOLUTION):
                                                  soft_edge=SOFT_EDGE))
 
 
-def controller(resolution=RESOLUTION, channels=CHANNELS) -> nn.VisionController:
+def controller(resolution=RESOLUTION, channels=CHANNELS) -> vision.VisionController:
     w, h = resolution
-    return nn.VisionController((h, w, 3), 1, channels=tuple(channels), dense=DENSE,
+    return vision.VisionController((h, w, 3), 1, channels=tuple(channels), dense=DENSE,
                                memory=MEMORY, head=HEAD, output_scale=CART_RANGE, pool=POOL)
 
 
@@ -158,8 +160,6 @@ def rollout_record(scene, steps: int):
     """aux of the training function: world 0's tip distance (T+1,), cart x
     (T+1,) and camera frames (FRAMES, H, W, 3) at `frame_steps`, so one
     compiled function trains and records."""
-    from symphys.camera import render
-
     index = frame_steps(steps)
     names = scene.body_names
 
@@ -236,8 +236,6 @@ class Pipeline:
 
     @classmethod
     def build(cls, scene, ctrl, steps: int, worlds: int, chunk, backend: str) -> "Pipeline":
-        from symphys.camera import RENDER_REWRITES, render
-
         teacher = teaching.Teacher.of(scene, backend)
         teacher_fn = teacher_rollout_function(scene, teacher, steps, worlds, backend)
         student_fn = closed_loop_function(scene, steps, ctrl, _per_world, worlds=worlds,

@@ -20,13 +20,13 @@ import time
 
 import numpy as np
 
-from symphys import nn
-from symphys.adjoint import LoopOptions
-from symphys.closed_loop import closed_loop_function, closed_loop_trajectory
-from symphys.experiments.common import (ExperimentResult, first_reaching, load_checkpoint,
-                                        progress, pyplot, save_checkpoint, table, verdict)
-from symphys.optim import Adam, StepGuard
-from symphys.scene_io import load_scene
+from symphys.experiments.common import (ExperimentResult, first_reaching, load_checkpoint, progress,
+                                        pyplot, save_checkpoint, table, verdict)
+from symphys.learn import nn
+from symphys.learn.closed_loop import closed_loop_function, closed_loop_trajectory
+from symphys.learn.optim import Adam, StepGuard
+from symphys.loop.adjoint import LoopOptions
+from symphys.scene.reader import load_scene
 
 NAME = "quadruped-gait"
 SECONDS, SECONDS_QUICK = 8.0, 1.0

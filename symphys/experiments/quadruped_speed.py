@@ -26,14 +26,14 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 
-from symphys import nn
-from symphys.function_cache import cached
-from symphys.backends import as_backend, compile, static_batch
-from symphys.compiled_loops import Loops, loops
+from symphys.compiler.backends import as_backend, compile, static_batch
+from symphys.compiler.caches.compiled_functions import cached
+from symphys.compiler.loops import Loops, loops
 from symphys.experiments.common import (ExperimentResult, load_checkpoint, progress, pyplot,
                                         save_checkpoint, table, verdict)
-from symphys.rollout import quiet_graph_building, rollout
-from symphys.scene_io import load_scene
+from symphys.learn import nn
+from symphys.loop.rollout import quiet_graph_building, rollout
+from symphys.scene.reader import load_scene
 
 NAME = "quadruped-speed"
 SECONDS, SECONDS_QUICK = 10.0, 1.0

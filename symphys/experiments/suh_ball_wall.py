@@ -23,10 +23,10 @@ import numpy as np
 
 import symphys as sp
 from symphys.api import batch_objective
-from symphys.estimators import EstimatorOptions, reparameterised
 from symphys.experiments.common import (ExperimentResult, draw_paths, progress, pyplot, table,
                                         verdict)
-from symphys.optim import SGD
+from symphys.learn.estimators import EstimatorOptions, reparameterised
+from symphys.learn.optim import SGD
 
 NAME = "suh-ball-wall"
 SPEED, GRAVITY = 1.0, 9.81

@@ -31,8 +31,8 @@ import numpy as np
 import symphys as sp
 from symphys.api import batch_objective
 from symphys.errors import SymphysError
-from symphys.estimators import reparameterised, sample_spread
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
+from symphys.learn.estimators import reparameterised, sample_spread
 
 NAME = "suh-double-pendulum"
 LINK, MASS, RADIUS, DT, SWEEPS = 1.0, 0.1, 0.2, 0.001, 8

@@ -29,11 +29,11 @@ import numpy as np
 import pytensor.tensor as pt
 
 import symphys as sp
-from symphys import nn
-from symphys.closed_loop import closed_loop_function, command_objective
-from symphys.estimators import EstimatorOptions, pad_rows, values_at
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
-from symphys.optim import SGD
+from symphys.learn import nn
+from symphys.learn.closed_loop import closed_loop_function, command_objective
+from symphys.learn.estimators import EstimatorOptions, pad_rows, values_at
+from symphys.learn.optim import SGD
 
 NAME = "suh-friction"
 H, STEPS, MASS, GRAVITY = 0.005, 400, 0.1, 9.81

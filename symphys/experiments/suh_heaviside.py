@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from symphys.estimators import EstimatorOptions, estimate
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
+from symphys.learn.estimators import EstimatorOptions, estimate
 
 NAME = "suh-heaviside"
 SIGMA, SAMPLES = 0.1, 1000

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from symphys.estimators import EstimatorOptions
 from symphys.experiments.common import (ExperimentResult, draw_paths, progress, pyplot, table,
                                         verdict)
-from symphys.optim import SGD
+from symphys.learn.estimators import EstimatorOptions
+from symphys.learn.optim import SGD
 
 NAME = "suh-pivot"
 CLIFF = np.pi / 4

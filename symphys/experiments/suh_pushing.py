@@ -1,7 +1,7 @@
 """Experiment B4: pushing a block through a spring, in the 3D engine.
 
 Two 0.1 kg spheres of radius 0.5 m, no gravity, start touching at x = 0
-and x = 1. Penalty contact (symphys.penalty, damping 0) gives the paper's
+and x = 1. Penalty contact (symphys.physics.penalty, damping 0) gives the paper's
 spring force k (1 − (x2 − x1)) while the centres are closer than 1 m; the
 solver's velocity damping λ = (1 − c)/h gives its v+ = c v + (h/m) F, and
 x+ = x + h v+ is symplectic Euler, as in the paper. Sphere 1 runs on a
@@ -25,10 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 import symphys as sp
-from symphys.closed_loop import command_objective
-from symphys.estimators import EstimatorOptions, estimate, values_at
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
-from symphys.optim import SGD
+from symphys.learn.closed_loop import command_objective
+from symphys.learn.estimators import EstimatorOptions, estimate, values_at
+from symphys.learn.optim import SGD
 
 NAME = "suh-pushing"
 H, STEPS, MASS = 0.005, 200, 0.1

@@ -38,12 +38,12 @@ import numpy as np
 import pytensor.tensor as pt
 
 import symphys as sp
-from symphys import nn
-from symphys.closed_loop import closed_loop_function
 from symphys.errors import SymphysError
-from symphys.estimators import EstimatorOptions, PolicyObjective, in_chunks
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
-from symphys.optim import SGD
+from symphys.learn import nn
+from symphys.learn.closed_loop import closed_loop_function
+from symphys.learn.estimators import EstimatorOptions, PolicyObjective, in_chunks
+from symphys.learn.optim import SGD
 
 NAME = "suh-tennis"
 H, STEPS = 0.05, 200
@@ -151,7 +151,7 @@ class TennisPolicy:
         o = observation
         x = _features(o[:, 0:3], o[:, 3:6], o[:, 6:9], o[:, 9], o[:, 12])
         gain = params[f"{self.prefix}.K"]
-        return nn._matmul(x, pt.swapaxes(gain, -1, -2)), carry
+        return nn.matmul(x, pt.swapaxes(gain, -1, -2)), carry
 
 
 def controller(steps: int = STEPS) -> nn.ActionNoise:

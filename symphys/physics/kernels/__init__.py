@@ -1,6 +1,6 @@
 """The fused step: a scene's structure as data, and three stage kernels.
 
-The reference step (`symphys.step.step`) unrolls a scene into its graph:
+The reference step (`symphys.physics.step.step`) unrolls a scene into its graph:
 one node per body, row and vector component, so the graph grows with the
 robot. The kernels read the scene from tables instead (`layout`), so the
 step is the same three nodes for a ball and a quadruped, and one compiled
@@ -33,7 +33,7 @@ b = rows_table[r, B] (-1: static) and reads
 
 with every lam 0 before the first sweep. dir = M^-1 J^T on each side
 (inverse mass and world inverse inertia R diag(1/I) R^T). What each row
-holds is the reference's (`symphys.solver`, `symphys.joints`):
+holds is the reference's (`symphys.physics.solver`, `symphys.physics.joints`):
 
 - contact point: normal row (mass m_soft, gamma and target from
   `solver.contact_rows`, bound LOWER 0), two friction rows (their own

@@ -1,5 +1,5 @@
 """Contact geometry for the Numba rows kernel, one function per shape
-pair (`symphys.contacts._shape_geometry` is the reference): gap, normal
+pair (`symphys.physics.contacts._shape_geometry` is the reference): gap, normal
 (from b to a) and lever arms of one contact point at the current pose.
 
 Bodies are read from one world's packed state (N, 18) and body parameters
@@ -8,9 +8,7 @@ Bodies are read from one world's packed state (N, 18) and body parameters
 
 from __future__ import annotations
 
-
-
-from symphys.contacts import ContactKind
+from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
 

@@ -31,12 +31,15 @@ import inspect
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
+
+from symphys.physics.kernels.registry import stage_cache_key, stage_named
 
 MAX_NDIM = 3
 _SIGNATURE = types.void(types.intp, types.intp, types.intp)
@@ -239,8 +242,6 @@ def entry_key(stage, is_grad: bool, kinds: str) -> str:
 
 
 def _entry_cache_key(key: str) -> str:
-    from symphys.physics.kernels.ops import stage_cache_key, stage_named
-
     module, name, direction, kinds = key.rsplit(".", 3)
     return f"{stage_cache_key(stage_named(module, name))}_{direction}_{kinds.strip('_')}_entry"
 
@@ -255,8 +256,6 @@ def on_disk(key: str) -> bool:
 def _compile_weight(key: str) -> int:
     """Bytes of source behind an entry's kernel (the larger, the longer its
     compile: compiled first)."""
-    from symphys.physics.kernels.ops import stage_named
-
     module, name, direction, _ = key.rsplit(".", 3)
     stage = stage_named(module, name)
     kernel = stage.numba_vjp if direction == "vjp" else stage.numba_forward
@@ -327,10 +326,8 @@ def worker_env() -> dict:
     cache folder (where the entries go) as this process has it."""
     from pytensor.configdefaults import config
 
-    import symphys
-
     env = dict(os.environ)
-    home = os.path.dirname(os.path.dirname(os.path.abspath(symphys.__file__)))
+    home = str(Path(__file__).resolve().parents[3])      # the folder holding symphys/
     # This process's import path: a stage may be declared outside symphys.
     paths = [home] + [os.path.abspath(p) for p in sys.path if p] + [env.get("PYTHONPATH")]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
@@ -355,8 +352,6 @@ def entry_address(key: str) -> int:
     entry = _ENTRIES.get(key)
     if entry is None:
         from pytensor.link.numba.cache import compile_numba_function_src
-
-        from symphys.physics.kernels.ops import stage_named
 
         module, name, direction, kinds = key.rsplit(".", 3)
         kinds = kinds.strip("_")

@@ -5,16 +5,16 @@ Jacobian / M^-1 J^T / effective mass of a row.
 Every function is vectorised over leading item axes and gradient-safe: a
 branch that is computed but not selected (another contact kind, a static
 partner) sees sanitised arguments, so it never yields NaN (nor a NaN
-gradient). Mirrors `symphys.algebra`, `symphys.contacts` and the pose part
-of `symphys.joints` (the reference).
+gradient). Mirrors `symphys.physics.algebra`, `symphys.physics.contacts` and the pose part
+of `symphys.physics.joints` (the reference).
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
+from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, JOINT, WORLD
-from symphys.contacts import ContactKind
 
 EPS = 1e-12
 

@@ -12,7 +12,6 @@ as written: a branch passes the cotangent to the value it took.
 
 from __future__ import annotations
 
-
 from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.joints_numba import (ANCHOR_A, ANCHOR_B, DA, DB, FRAME_A, FRAME_B,

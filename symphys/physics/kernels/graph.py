@@ -1,5 +1,4 @@
-"""Packing the reference model into the kernels' arrays (symbolic), and
-numeric helpers to run one step both ways.
+"""Packing the reference model into the kernels' arrays, and back (symbolic).
 
 `pack_inputs(bodies, world, frames, motors)` turns the reference's
 per-component tensors (`model.BodyArrays`, `model.WorldArrays`,
@@ -12,12 +11,12 @@ anchors) stays the reference's graph, so gradients reach every name.
 
 from __future__ import annotations
 
-import numpy as np
-import pytensor
 import pytensor.tensor as pt
 
-from symphys.model import State, zero_template
+from symphys.physics.algebra import Mat3, Vec3
+from symphys.physics.joints import JointFrames, MotorArrays
 from symphys.physics.kernels.layout import BODY, JOINT, MOTOR, WORLD, Packing
+from symphys.physics.model import BodyArrays, State, WorldArrays, zero_template
 
 
 def _columns(model, packing: Packing) -> list:
@@ -69,58 +68,10 @@ def unpack_state(packed) -> State:
 
 
 # -- numeric helpers (tests, benchmarks) ---------------------------------------
-def numeric_inputs(scene, params: dict | None = None, action=None) -> dict:
-    """The kernels' inputs for one world of `scene` as NumPy arrays:
-    {"state", "body", "world", "joint", "motor", "action"} (Bp = B = 1),
-    from its defaults updated with `params` (unbatched values). The packing
-    graph is built once per scene and set of parameter names and shapes."""
-    values = {k: np.asarray(v) for k, v in (params or {}).items()}
-    names = sorted(values)
-    signature = tuple((k, values[k].shape, values[k].dtype.str) for k in names)
-    packer = _packers.get((id(scene), signature))
-    if packer is None or packer[0] is not scene:
-        packer = (scene, _packer(scene, signature))
-        if len(_packers) >= _PACKERS_KEPT:
-            del _packers[next(iter(_packers))]
-        _packers[(id(scene), signature)] = packer
-    packed = [np.asarray(v, dtype=np.float64) for v in packer[1](*(values[k] for k in names))]
-    out = dict(zip(("state", "body", "world", "joint", "motor"), packed))
-    m = len(scene.motors)
-    out["action"] = np.zeros((1, m)) if action is None else np.asarray(action, float).reshape(1, m)
-    return out
-
-
-# (id(scene), parameter signature) -> (scene, packing function), the latest few
-_packers: dict = {}
-_PACKERS_KEPT = 16
-
-
-def _packer(scene, signature):
-    """f(*parameter values) -> packed (state, body, world, joint, motor),
-    run by PyTensor's Python VM."""
-    from symphys.backends import interpreted_mode
-    from symphys.joints import build_joint_arrays
-    from symphys.model import build_model
-    from symphys.rollout import full_parameters
-
-    inputs = [pt.tensor(name=k, shape=shape, dtype=np.dtype(dtype).name)
-              for k, shape, dtype in signature]
-    p = full_parameters(scene, {x.name: x for x in inputs})
-    bodies, world, state = build_model(scene, p, set())
-    frames, motors = build_joint_arrays(scene, p)
-    packed = pack_inputs(bodies, world, frames, motors, len(scene.joints), len(scene.motors))
-    return pytensor.function(inputs, [pack_state(state), *packed], mode=interpreted_mode(),
-                             on_unused_input="ignore")
-
-
 def unpack_model(scene, body, world, joint, motor):
     """The reference's model tensors (`BodyArrays`, `WorldArrays`,
     `JointFrames` or None, `MotorArrays` or None) read from packed arrays;
     world entries (Bp, 1), or scalars when `world` is a vector."""
-    from symphys.algebra import Mat3, Vec3
-    from symphys.joints import JointFrames, MotorArrays
-    from symphys.model import BodyArrays, WorldArrays
-
     def part(arr, packing, name):
         s = getattr(packing, name)
         comps = [arr[..., k] for k in range(s.start, s.stop)]
@@ -157,46 +108,3 @@ def unpack_model(scene, body, world, joint, motor):
     if scene.motors:
         motors = MotorArrays(*(part(motor, MOTOR, k) for k in MOTOR.names))
     return bodies, worlds, frames, motors
-
-
-def reference_step_function(scene, gradient: bool = False):
-    """f(state, body, world, joint, motor, action) -> next state: the
-    reference step (`symphys.step.step`) on packed NumPy arrays of one
-    world's parameters (Bp = 1), run node by node by PyTensor's Python VM
-    (`backends.interpreted`: nothing to compile). With `gradient`, also
-    vjp(*inputs, g) -> the cotangents of the six inputs for an output
-    cotangent g (B, N, 18), from PyTensor's gradient of the reference."""
-    from symphys import rewrites
-    from symphys.backends import interpreted, interpreted_mode
-    from symphys.contacts import contact_blocks
-    from symphys.joints import (articulated_bodies, drag_blocks, joint_blocks, motor_blocks)
-    from symphys.step import StepModel, step
-
-    with rewrites.switched(False), interpreted():
-        n, j, m = len(scene.bodies), len(scene.joints), len(scene.motors)
-        S = pt.tensor("state", shape=(1, n, 18))
-        body = pt.tensor("body", shape=(1, n, BODY.width))
-        world = pt.tensor("world", shape=(1, WORLD.width))
-        joint = pt.tensor("joint", shape=(1, j, JOINT.width))
-        motor = pt.tensor("motor", shape=(1, m, MOTOR.width))
-        action = pt.tensor("action", shape=(1, m))
-        # One world: its parameters as scalars, as unbatched reference graphs hold them.
-        bodies, worlds, frames, motors = unpack_model(scene, body, world[0], joint, motor)
-        model = StepModel(scene, bodies, worlds, tuple(contact_blocks(scene)),
-                          joint_blocks=tuple(joint_blocks(scene)),
-                          motor_blocks=tuple(motor_blocks(scene)), frames=frames,
-                          motors=motors, action=action if scene.motors else None,
-                          articulated=articulated_bodies(scene),
-                          drag_blocks=tuple(drag_blocks(scene)))
-        out = pack_state(step(model, unpack_state(S)))
-        inputs = [S, body, world, joint, motor, action]
-        fn = pytensor.function(inputs, out, mode=interpreted_mode(), on_unused_input="ignore")
-        if not gradient:
-            return lambda *args: np.asarray(fn(*args))
-        g = pt.tensor("g", shape=(1, n, 18))
-        grads = pytensor.grad((out * g).sum(), inputs, disconnected_inputs="ignore",
-                              return_disconnected="zero")
-        vjp = pytensor.function(inputs + [g], grads, mode=interpreted_mode(),
-                                on_unused_input="ignore")
-    return (lambda *args: np.asarray(fn(*args)),
-            lambda *args: [np.asarray(x) for x in vjp(*args)])

@@ -1,5 +1,5 @@
 """Joint poses and row Jacobians for the Numba rows kernel
-(`symphys.joints._pose`, `solver._jacobians` are the reference).
+(`symphys.physics.joints._pose`, `solver._jacobians` are the reference).
 
 A row writes J and M^-1 J^T of both sides into a ROW-packed vector and
 returns its effective mass 1 / (J M^-1 J^T) (0 when that is 0).
@@ -12,7 +12,7 @@ import math
 from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, JOINT, JOINT_CODES, ROW
-from symphys.scene import JointType
+from symphys.scene.elements import JointType
 
 jit, leaf = vn.jit, vn.leaf
 JA, JB, DA, DB = ROW.at("jac_a"), ROW.at("jac_b"), ROW.at("dir_a"), ROW.at("dir_b")

@@ -1,6 +1,6 @@
 """A scene's structure as data: the tables the fused step kernels read.
 
-The reference step (`symphys.step`) unrolls the scene into its graph: one
+The reference step (`symphys.physics.step`) unrolls the scene into its graph: one
 node per body, row and component. The kernels instead read the scene from
 arrays, so one compiled kernel serves every scene:
 
@@ -29,10 +29,11 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from symphys.contacts import STATIC, ContactKind, contact_blocks
-from symphys.joints import (_command_range, articulated_bodies, drag_blocks, joint_blocks,
-                            motor_blocks, soft_joint)
-from symphys.scene import ContactModel, FrictionModel, JointType, MotorMode, Scene, Shape
+from symphys.physics.contacts import STATIC, ContactKind, contact_blocks
+from symphys.physics.joints import (_command_range, articulated_bodies, drag_blocks, joint_blocks,
+                                    motor_blocks, soft_joint)
+from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode, Shape
+from symphys.scene.scene import Scene
 
 
 class Packing:

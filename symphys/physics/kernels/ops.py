@@ -64,6 +64,7 @@ from pytensor.tensor.exceptions import ShapeError
 from pytensor.tensor.type import TensorType
 
 from symphys.physics.kernels import entry_numba
+from symphys.physics.kernels.registry import REGISTRY, stage_cache_key
 
 GRADS = ("vjp", "zero", "disconnected")
 
@@ -351,14 +352,13 @@ class StageGradOp(_Base):
                                   f"({self})")
 
 
-_REGISTRY: dict = {}
 
 
 def stage_ops(stage: Stage) -> tuple[type, type]:
     """(forward Op class, pullback Op class) of `stage`, made once per stage
     (per module and name: a second stage of the same name replaces it)."""
     key = (stage.module, stage.name)
-    known = _REGISTRY.get(key)
+    known = REGISTRY.get(key)
     if known is not None and known[0] is stage:
         return known[1], known[2]
     props = tuple(stage.params)
@@ -368,27 +368,14 @@ def stage_ops(stage: Stage) -> tuple[type, type]:
     fwd = type(stage.name, (StageOp,),
                {"__props__": props, "stage": stage, "grad_class": grad,
                 "__module__": stage.module, "__qualname__": stage.name})
-    _REGISTRY[key] = (stage, fwd, grad)
+    REGISTRY[key] = (stage, fwd, grad)
     return fwd, grad
 
 
 def _rebuild(module: str, name: str, is_grad: bool, params: dict):
     importlib.import_module(module)
-    _, fwd, grad = _REGISTRY[(module, name)]
+    _, fwd, grad = REGISTRY[(module, name)]
     return (grad if is_grad else fwd)(**params)
-
-
-def stage_named(module: str, name: str) -> Stage:
-    """The stage `name` declared in `module` (imported if need be)."""
-    importlib.import_module(module)
-    return _REGISTRY[(module, name)][0]
-
-
-def stage_cache_key(stage: Stage) -> str:
-    """What a stage's compiled Numba code depends on: its name, version and
-    the source of its kernels (not the params, which the entries take at
-    run time)."""
-    return f"symphys_{stage.module}.{stage.name}_v{stage.version}_{stage.source_hash()}"
 
 
 def entry_keys(fgraph) -> set[str]:
@@ -420,10 +407,9 @@ def prepare_kernels(fgraph) -> None:
 
 # -- Numba -------------------------------------------------------------------------
 def _install_numba():
-    from pytensor.link.numba.dispatch.basic import (default_hash_key_from_props,
-                                                    numba_njit,
-                                                    register_funcify_and_cache_key)
     from pytensor.link.numba.cache import compile_numba_function_src
+    from pytensor.link.numba.dispatch.basic import (default_hash_key_from_props, numba_njit,
+                                                    register_funcify_and_cache_key)
 
     def wrapper(op, node):
         """njit f(*arrays) -> the one result or the tuple of them: allocates the

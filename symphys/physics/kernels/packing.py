@@ -23,12 +23,15 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.joints import joint_frame
-from symphys.algebra import Vec3, quat_to_mat_array
-from symphys.model import principal_inertia, zero_template
-from symphys.params import drag_joints
-from symphys.physics.kernels.layout import BODY, JOINT, MOTOR, WORLD as WORLD_COLUMNS, Packing
-from symphys.scene import WORLD, Scene, Shape
+from symphys.physics.algebra import Vec3, quat_to_mat_array
+from symphys.physics.joints import joint_frame
+from symphys.physics.kernels.layout import BODY, JOINT, MOTOR
+from symphys.physics.kernels.layout import WORLD as WORLD_COLUMNS
+from symphys.physics.kernels.layout import Packing
+from symphys.physics.model import principal_inertia, zero_template
+from symphys.scene.elements import WORLD, Shape
+from symphys.scene.scene import Scene
+
 
 def _batched(value, base_ndim: int) -> bool:
     return value.ndim == base_ndim + 1
@@ -164,7 +167,7 @@ def _joints(scene: Scene, p: dict, position, rotation):
 
     point_a, frame_a = local(child)
     point_b, frame_b = local(parent)
-    drag = {j.name for j in drag_joints(scene)}
+    drag = {j.name for j in scene.drag_joints}
 
     def loss(key):
         return gather([p[f"{j.name}.{key}"] if j.name in drag else np.zeros(())

@@ -5,25 +5,24 @@ solver row at the current pose, from the scene's tables as data.
 -> (v_free (B, N, 6), rows (B, R, ROW.width), tau (B, N)). One world is
 computed by `_world` (vectorised over the items of each table, every kind's
 formula computed and the item's selected by its code) and `jax.vmap` runs
-it over the worlds. The reference is `symphys.step.step` (see the stage
+it over the worlds. The reference is `symphys.physics.step.step` (see the stage
 spec in `symphys.physics.kernels`).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from symphys.physics.kernels.geometry_jax import (clip, contact_geometry, cross, dot,
-                                                  hinge_angle, joint_pose, matTvec, matvec,
-                                                  maximum, minimum, row_parts,
-                                                  rotation_coefficients, rotation_error,
+from symphys.physics.kernels.geometry_jax import (clip, contact_geometry, cross, dot, hinge_angle,
+                                                  joint_pose, matTvec, matvec, maximum, minimum,
+                                                  rotation_coefficients, rotation_error, row_parts,
                                                   safe_div, scale, tangent_basis, unit,
                                                   universal_angle)
 from symphys.physics.kernels.layout import (BODY, INF, JOINT, JOINT_CODES, JOINT_ROWS, MOTOR,
                                             MOTOR_CODES, ROW, STATE, WORLD, Item, Option)
-from symphys.scene import JointType, MotorMode
+from symphys.scene.elements import JointType, MotorMode
 
 _HINGE, _UNIVERSAL, _SLIDER = (JOINT_CODES[t] for t in (JointType.HINGE, JointType.UNIVERSAL,
                                                          JointType.SLIDER))

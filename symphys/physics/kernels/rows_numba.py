@@ -20,7 +20,7 @@ from symphys.physics.kernels.joints_numba import (angular_row, axis_row, coordin
 from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOTOR_CODES, ROW,
                                             STATE, WORLD, Item, Option)
 from symphys.physics.kernels.solve_numba import apply_impulse
-from symphys.scene import JointType, MotorMode
+from symphys.scene.elements import JointType, MotorMode
 
 jit, leaf = vn.jit, vn.leaf
 I_KIND, I_SUB, I_A, I_B = int(Item.KIND), int(Item.SUB), int(Item.A), int(Item.B)

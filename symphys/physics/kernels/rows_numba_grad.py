@@ -33,29 +33,25 @@ import numpy as np
 
 from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.geometry_numba_grad import (P_WA, P_WB, P_ERR, P_RA, P_RB,
-                                                         add3, add_column, add_outer,
-                                                         angular_row_vjp, axis_row_vjp,
-                                                         clip_vjp, coordinate_vjp, cross_vjp,
-                                                         drift_vjp, geometry_vjp,
+from symphys.physics.kernels.geometry_numba_grad import (P_ERR, P_RA, P_RB, P_WA, P_WB, add3,
+                                                         add_column, add_outer, angular_row_vjp,
+                                                         axis_row_vjp, clip_vjp, coordinate_vjp,
+                                                         cross_vjp, drift_vjp, geometry_vjp,
                                                          joint_pose_vjp, point_row_vjp,
                                                          tangent_basis_vjp)
-from symphys.physics.kernels.joints_numba import (axis_row, coordinate, drift, joint_pose,
-                                                  point_row)
-from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, DIR_A, DIR_B, DRY, FIXED,
-                                                FREQUENCY, FRICTION, G_FRICTION,
-                                                G_RESTITUTION, G_ROLL, GAIN, GAMMA, GRAVITY,
-                                                HEIGHT, HINGE, I_A, I_AXIS, I_B, I_INDEX,
-                                                I_JOINT, I_KIND, I_ROW, I_SUB, INERTIA,
-                                                INV_INERTIA, LOWER, MASS, MAX_TORQUE,
-                                                MAX_VELOCITY, MU, O_DAMPING, O_DT, O_FEEDBACK,
-                                                O_GYRO, O_ISOTROPIC, O_ROLLING, O_SOFT,
-                                                O_THRESHOLD,
-                                                POSITION, RESTITUTION, ROLL, ROW_WIDTH,
-                                                SLIDER, TARGET, UNIVERSAL, UPPER, V,
-                                                VELOCITY_DAMPING, VISCOUS, W, _softness,
-                                                forces, inverse_inertia, torque_impulses)
+from symphys.physics.kernels.joints_numba import axis_row, coordinate, drift, joint_pose, point_row
 from symphys.physics.kernels.layout import STATE
+from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, DIR_A, DIR_B, DRY, FIXED, FREQUENCY,
+                                                FRICTION, G_FRICTION, G_RESTITUTION, G_ROLL, GAIN,
+                                                GAMMA, GRAVITY, HEIGHT, HINGE, I_A, I_AXIS, I_B,
+                                                I_INDEX, I_JOINT, I_KIND, I_ROW, I_SUB, INERTIA,
+                                                INV_INERTIA, LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
+                                                MU, O_DAMPING, O_DT, O_FEEDBACK, O_GYRO,
+                                                O_ISOTROPIC, O_ROLLING, O_SOFT, O_THRESHOLD,
+                                                POSITION, RESTITUTION, ROLL, ROW_WIDTH, SLIDER,
+                                                TARGET, UNIVERSAL, UPPER, VELOCITY_DAMPING, VISCOUS,
+                                                V, W, _softness, forces, inverse_inertia,
+                                                torque_impulses)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")

@@ -3,8 +3,8 @@ over the rows (`solve`) and the time-of-impact integration (`integrate`).
 
 The row update and bounds are the stage spec's (`symphys.physics.kernels`);
 the sweep is a `lax.fori_loop` over rows inside one over sweeps, per world,
-`jax.vmap`-ed over the worlds. Reference: `symphys.solver.solve` and the end
-of `symphys.step.step`.
+`jax.vmap`-ed over the worlds. Reference: `symphys.physics.solver.solve` and the end
+of `symphys.physics.step.step`.
 """
 
 from __future__ import annotations

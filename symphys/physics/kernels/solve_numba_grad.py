@@ -37,10 +37,9 @@ import math
 import numpy as np
 
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.solve_numba import (BOX, COL_A, COL_B, COL_BOUND, COL_REF, DA,
-                                                  DB, DT, FRICTION, GAMMA, JA, JB, KEEP,
-                                                  LOWER, LOWER_BOUND, MASS, MU, TARGET, UPPER,
-                                                  R, V, W, X, row_velocity)
+from symphys.physics.kernels.solve_numba import (BOX, COL_A, COL_B, COL_BOUND, COL_REF, DA, DB, DT,
+                                                 FRICTION, GAMMA, JA, JB, KEEP, LOWER, LOWER_BOUND,
+                                                 MASS, MU, TARGET, UPPER, R, V, W, X, row_velocity)
 
 jit, leaf = vn.jit, vn.leaf
 

@@ -13,15 +13,15 @@ JAX's autodiff of the JAX kernel.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import fields
 
 import pytensor.tensor as pt
 
-import importlib
-
 from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, solve_numba_grad
 from symphys.physics.kernels.layout import ROW, STATE, Option, StepLayout
 from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
+
 
 def _jax(module: str, name: str):
     """The JAX kernel `module.name`, imported when first called (JAX is an

@@ -1,7 +1,7 @@
 """3-vector and 3x3 helpers for the Numba kernels: vectors are 3-tuples,
 matrices 9-tuples (row-major), so a kernel keeps them in registers.
 
-Each follows the reference's order of operations (`symphys.algebra`), so
+Each follows the reference's order of operations (`symphys.physics.algebra`), so
 the kernels agree with the reference graph to round-off.
 """
 

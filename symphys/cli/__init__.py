@@ -1,0 +1,2 @@
+"""The `symphys` command line (`main`), with its `sysid` and `export`
+commands."""

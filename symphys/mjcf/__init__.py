@@ -1,0 +1,1 @@
+"""Scenes and MJCF, MuJoCo's model format."""

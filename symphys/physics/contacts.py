@@ -1,0 +1,276 @@
+"""Contact detection: which points can touch (fixed at graph-build time) and
+their geometry each step (gap, normal, lever arms), activated by masks.
+
+Pairs are grouped into `ContactBlock`s: one contact kind, one point of it
+(e.g. box corner 3), and no dynamic body twice. Rows of one block are then
+independent, so solving a block at once is exactly Gauss-Seidel
+(`symphys.physics.solver`). Normals point from body b to body a; a positive normal
+impulse pushes a along n and b against it. Static b (the ground) has index -1.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytensor.tensor as pt
+
+from symphys.physics.algebra import Mat3, Vec3, cross, dot, matvec, normalize
+from symphys.physics.model import BodyArrays, WorldArrays
+from symphys.scene.elements import CONTACT_KINDS, GROUND, ContactKind
+from symphys.scene.scene import Scene
+
+STATIC = -1
+
+
+@dataclass(frozen=True)
+class ContactBlock:
+    """Contacts solved together: a kind, one of its points, body indices."""
+
+    kind: ContactKind
+    point: int
+    a: tuple[int, ...]
+    b: tuple[int, ...]   # STATIC for the ground
+
+
+@dataclass(frozen=True)
+class Gather:
+    """How to pick a block's bodies out of (B, N) arrays: all of them in
+    order, a contiguous slice, or an index list."""
+
+    index: tuple[int, ...]
+    n_bodies: int
+
+    @property
+    def is_all(self) -> bool:
+        return self.index == tuple(range(self.n_bodies))
+
+    @property
+    def as_slice(self) -> slice | None:
+        i = self.index
+        if i and i == tuple(range(i[0], i[0] + len(i))):
+            return slice(i[0], i[0] + len(i))
+        return None
+
+    def all_of(self, flags: tuple[bool, ...]) -> bool:
+        """Whether a per-body static flag holds for every body picked."""
+        return bool(flags) and all(flags[i] for i in self.index)
+
+    def take(self, x):
+        """x: (Bp, N) -> (Bp, K); scalars pass through."""
+        if getattr(x, "ndim", 0) < 2:
+            return x
+        if self.is_all:
+            return x
+        s = self.as_slice
+        if s is not None:
+            return x[:, s]
+        return x[:, np.asarray(self.index)]
+
+    def add(self, x, delta):
+        """x + scatter(delta): (B, N) += (B, K) at the block's bodies."""
+        if self.is_all:
+            return x + delta
+        s = self.as_slice
+        if s is not None:
+            return pt.inc_subtensor(x[:, s], delta)
+        return pt.inc_subtensor(x[:, np.asarray(self.index)], delta)
+
+
+def contact_blocks(scene: Scene) -> list[ContactBlock]:
+    """Group the scene's contact pairs into independent blocks, in a fixed order."""
+    index = {b.name: i for i, b in enumerate(scene.bodies)}
+    shape = {b.name: b.shape for b in scene.bodies}
+    by_kind: dict[ContactKind, list[tuple[int, int]]] = {k: [] for k in ContactKind}
+    for pair in scene.contacts:
+        kb = GROUND if pair.b == GROUND else shape[pair.b]
+        kind = CONTACT_KINDS[(shape[pair.a], kb)]
+        by_kind[kind].append((index[pair.a], STATIC if pair.b == GROUND else index[pair.b]))
+    blocks = []
+    for kind, pairs in by_kind.items():
+        for point in range(POINTS[kind]):
+            remaining = list(pairs)
+            while remaining:
+                used, block, rest = set(), [], []
+                for a, b in remaining:
+                    if a in used or (b != STATIC and b in used):
+                        rest.append((a, b))
+                        continue
+                    used.update({a, b} - {STATIC})
+                    block.append((a, b))
+                blocks.append(ContactBlock(kind, point, tuple(a for a, _ in block),
+                                           tuple(b for _, b in block)))
+                remaining = rest
+    return blocks
+
+
+@dataclass(frozen=True)
+class ContactGeometry:
+    """Geometry of a block's contacts, each field (B, K).
+
+    gap < 0 means penetration; normal points from b to a; ra, rb are lever
+    arms from each body's centre to the contact point (rb None when static).
+    """
+
+    gap: object
+    normal: Vec3
+    ra: Vec3
+    rb: Vec3 | None
+    friction: object
+    restitution: object
+    rolling_friction: object = None   # mu_roll (m), None: no rolling rows
+
+
+def _combine(block: ContactBlock, bodies: BodyArrays, world: WorldArrays, ga, gb):
+    """Combined friction sqrt(mu_a mu_b) and restitution max(e_a, e_b)."""
+    mu_a, e_a = ga.take(bodies.friction), ga.take(bodies.restitution)
+    if gb is None:
+        mu_b, e_b = world.ground_friction, world.ground_restitution
+    else:
+        mu_b, e_b = gb.take(bodies.friction), gb.take(bodies.restitution)
+    prod = mu_a * mu_b
+    safe = pt.switch(prod > 0, prod, 1.0)
+    return pt.switch(prod > 0, pt.sqrt(safe), 0.0), pt.maximum(e_a, e_b)
+
+
+def _z_axis(rot: Mat3) -> Vec3:
+    return Vec3(rot.xz, rot.yz, rot.zz)
+
+
+def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
+                     position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
+    """Gap, normal, lever arms and materials of one block's contacts at the
+    current pose (with the combined rolling friction when the scene has it)."""
+    geom = _shape_geometry(block, bodies, world, position, rotation, n_bodies)
+    if bodies.rolling_friction is None:
+        return geom
+    roll_a = Gather(block.a, n_bodies).take(bodies.rolling_friction)
+    roll_b = (world.ground_rolling_friction if block.b[0] == STATIC
+              else Gather(block.b, n_bodies).take(bodies.rolling_friction))
+    return replace(geom, rolling_friction=pt.maximum(roll_a, roll_b))
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One block's bodies at the current pose, for a collision function:
+    a's centres, b's (None against the ground), the pickers, materials."""
+
+    block: ContactBlock
+    bodies: BodyArrays
+    world: WorldArrays
+    rotation: Mat3
+    ga: Gather
+    gb: Gather | None
+    xa: Vec3
+    xb: Vec3 | None
+    mu: object
+    e: object
+
+    @property
+    def up(self) -> Vec3:
+        return Vec3(pt.constant(0.0), pt.constant(0.0), pt.constant(1.0))
+
+    def ground_contact(self, ra: Vec3) -> ContactGeometry:
+        """A point of a at lever arm ra against the ground plane."""
+        gap = self.xa.z + ra.z - self.world.ground_height
+        return ContactGeometry(gap, self.up, ra, None, self.mu, self.e)
+
+    def round_contact(self, nearest_a: Vec3, r_a, r_b) -> ContactGeometry:
+        """Two rounded shapes: a's closest core point to b's centre, radii."""
+        n, dist = normalize(nearest_a - self.xb, fallback=self.up)
+        gap = dist - r_a - r_b
+        # Each body's lever arm reaches its own surface point: the two meet
+        # when the gap closes, so the friction torque does not jump when a
+        # speculative contact (gap > 0) switches on.
+        return ContactGeometry(gap, n, nearest_a - n.scale(r_a) - self.xa, n.scale(r_b),
+                               self.mu, self.e)
+
+
+def _sphere_ground(p: _Pair) -> ContactGeometry:
+    r = p.ga.take(p.bodies.radius)
+    return p.ground_contact(Vec3(0.0 * r, 0.0 * r, -r))
+
+
+def _box_ground(p: _Pair) -> ContactGeometry:
+    signs = list(itertools.product((-1.0, 1.0), repeat=3))[p.block.point]
+    h = p.bodies.half_size.map(p.ga.take)
+    local = Vec3(signs[0] * h.x, signs[1] * h.y, signs[2] * h.z)
+    return p.ground_contact(matvec(p.rotation.map(p.ga.take), local))
+
+
+def _capsule_ground(p: _Pair) -> ContactGeometry:
+    sign = -1.0 if p.block.point == 0 else 1.0
+    r, hl = p.ga.take(p.bodies.radius), p.ga.take(p.bodies.half_length)
+    end = _z_axis(p.rotation.map(p.ga.take)).scale(sign * hl)
+    return p.ground_contact(Vec3(end.x, end.y, end.z - r))
+
+
+def _sphere_sphere(p: _Pair) -> ContactGeometry:
+    return p.round_contact(p.xa, p.ga.take(p.bodies.radius), p.gb.take(p.bodies.radius))
+
+
+def _capsule_sphere(p: _Pair) -> ContactGeometry:
+    hl = p.ga.take(p.bodies.half_length)
+    axis = _z_axis(p.rotation.map(p.ga.take))
+    start = p.xa - axis.scale(hl)
+    t = pt.clip(dot(p.xb - start, axis), 0.0, 2.0 * hl)
+    return p.round_contact(start + axis.scale(t), p.ga.take(p.bodies.radius),
+                           p.gb.take(p.bodies.radius))
+
+
+def _sphere_box(p: _Pair) -> ContactGeometry:
+    """a = sphere, b = box, worked out in the box frame."""
+    rot = p.rotation.map(p.gb.take)
+    r = p.ga.take(p.bodies.radius)
+    h = p.bodies.half_size.map(p.gb.take)
+    d = p.xa - p.xb
+    local = Vec3(rot.xx * d.x + rot.yx * d.y + rot.zx * d.z,
+                 rot.xy * d.x + rot.yy * d.y + rot.zy * d.z,
+                 rot.xz * d.x + rot.yz * d.y + rot.zz * d.z)
+    clamped = Vec3(pt.clip(local.x, -h.x, h.x), pt.clip(local.y, -h.y, h.y),
+                   pt.clip(local.z, -h.z, h.z))
+    n_out, dist = normalize(local - clamped)
+    outside = dist > 1e-9
+    # Centre inside the box: push out through the face of least penetration.
+    pen = Vec3(h.x - pt.abs(local.x), h.y - pt.abs(local.y), h.z - pt.abs(local.z))
+    on_x = (pen.x <= pen.y) & (pen.x <= pen.z)
+    on_y = ~on_x & (pen.y <= pen.z)
+    on_z = ~on_x & ~on_y
+    sgn = local.map(lambda c: pt.switch(c >= 0, 1.0, -1.0))
+    n_in = Vec3(pt.switch(on_x, sgn.x, 0.0), pt.switch(on_y, sgn.y, 0.0),
+                pt.switch(on_z, sgn.z, 0.0))
+    depth_in = pt.switch(on_x, pen.x, pt.switch(on_y, pen.y, pen.z))
+    n_local = Vec3(*(pt.switch(outside, o, i) for o, i in zip(n_out, n_in)))
+    gap = pt.switch(outside, dist, -depth_in) - r
+    n = matvec(rot, n_local)
+    # Lever arms to the sphere's surface point and the box's (see round_contact).
+    return ContactGeometry(gap, n, n.scale(-r), p.xa - n.scale(r + gap) - p.xb, p.mu, p.e)
+
+
+# Each contact kind's collision function and the points it generates per pair.
+COLLIDERS = {
+    ContactKind.SPHERE_GROUND: (_sphere_ground, 1),
+    ContactKind.BOX_GROUND: (_box_ground, 8),
+    ContactKind.CAPSULE_GROUND: (_capsule_ground, 2),
+    ContactKind.SPHERE_SPHERE: (_sphere_sphere, 1),
+    ContactKind.SPHERE_BOX: (_sphere_box, 1),
+    ContactKind.CAPSULE_SPHERE: (_capsule_sphere, 1),
+}
+# Number of contact points each kind generates per pair.
+POINTS = {kind: points for kind, (_, points) in COLLIDERS.items()}
+
+
+def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
+                    position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
+    ga = Gather(block.a, n_bodies)
+    gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
+    mu, e = _combine(block, bodies, world, ga, gb)
+    pair = _Pair(block, bodies, world, rotation, ga, gb, position.map(ga.take),
+                 None if gb is None else position.map(gb.take), mu, e)
+    return COLLIDERS[block.kind][0](pair)
+
+
+def lever(r: Vec3, n: Vec3) -> Vec3:
+    """Angular Jacobian r x n."""
+    return cross(r, n)
