@@ -207,7 +207,8 @@ def measure_peer(kind: str, scene_name: str, batch: int) -> list[dict]:
         rows = [mujoco_peer.time_mj_step(scene, STEPS, batch),
                 mujoco_peer.time_rollout(scene, STEPS, batch)]
         return [dict(r, scene=scene_name) for r in rows]     # the bench's name for it
-    from symphys.bench import sphere_kernel
+    from symphys.bench import sphere_kernel      # brings Numba in: only its peer rows need it
+
     params = _batched_params(scene, batch, np.random.default_rng(0))
     constants = sphere_kernel.prepare(scene, params)
     state = sphere_kernel.initial_state(scene, params, batch)

@@ -209,7 +209,7 @@ def background_compile(op: CompiledLoop, node, inputs):
     marker = _marker(key)
     if marker.exists():
         return True
-    from symphys.physics.kernels.entry_numba import worker_env
+    from symphys.physics.kernels.entry_numba import worker_env   # brings Numba in
 
     job = tempfile.NamedTemporaryFile(suffix=".pkl", delete=False)
     with job:
@@ -337,7 +337,7 @@ class RunLoops(GraphRewriter):
         pass
 
     def apply(self, fgraph):
-        from symphys.physics.kernels.ops import prepare_kernels
+        from symphys.physics.kernels.ops import prepare_kernels   # brings Numba and JAX in
 
         prepare_kernels(fgraph)
         loops = [n for n in fgraph.toposort() if isinstance(n.op, Scan)]

@@ -13,32 +13,26 @@ from symphys.errors import SceneError, closest
 from symphys.scene.elements import FIELD_SIGNS, Sign, Texture, TextureKind, check_color
 from symphys.scene.textures import texture_pixels
 
-TOP_FIELDS = {"format", "name", "dt", "gravity", "solver", "ground",
-               "bodies", "contacts", "joints", "motors", "sensors", "cameras",
-               "description"}
-BODY_FIELDS = {"name", "shape", "radius", "size", "length", "mass",
-                "density", "position", "quaternion", "velocity",
-                "angular_velocity", "friction", "restitution",
-                "rolling_friction", "color", "texture"}
-SOLVER_FIELDS = {"model", "iterations", "constraint_frequency",
-                  "constraint_damping", "position_feedback",
-                  "restitution_threshold", "friction_model", "gyroscopic",
-                  "renormalisation_iterations", "contact_stiffness", "contact_damping",
-                  "velocity_damping", "stiction_velocity",
-                  "contact_smoothing"}
-GROUND_FIELDS = {"height", "friction", "restitution", "rolling_friction", "color",
-                  "texture"}
-CAMERA_FIELDS = {"name", "position", "direction", "up", "focal_length", "sensor_size",
-                  "resolution", "rays_per_pixel", "soft_edge", "light_direction", "ambient",
-                  "background", "planes"}
-PLANE_FIELDS = {"point", "normal", "color", "texture"}
-TEXTURE_FIELDS = {"image", "checker", "scale"}
-JOINT_FIELDS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits",
-                 "frequency", "damping", "viscous_damping", "dry_friction"}
-SENSOR_FIELDS = {"name", "type", "joint", "body", "camera", "frequencies", "size",
-                  "margin"}
-MOTOR_FIELDS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque",
-                 "command_range", "axis"}
+# The keys each part of a scene file may hold.
+TOP_KEYS = {"format", "name", "dt", "gravity", "solver", "ground", "bodies", "contacts", "joints",
+            "motors", "sensors", "cameras", "description"}
+BODY_KEYS = {"name", "shape", "radius", "size", "length", "mass", "density", "position",
+             "quaternion", "velocity", "angular_velocity", "friction", "restitution",
+             "rolling_friction", "color", "texture"}
+SOLVER_KEYS = {"model", "iterations", "constraint_frequency", "constraint_damping",
+               "position_feedback", "restitution_threshold", "friction_model", "gyroscopic",
+               "renormalisation_iterations", "contact_stiffness", "contact_damping",
+               "velocity_damping", "stiction_velocity", "contact_smoothing"}
+GROUND_KEYS = {"height", "friction", "restitution", "rolling_friction", "color", "texture"}
+CAMERA_KEYS = {"name", "position", "direction", "up", "focal_length", "sensor_size", "resolution",
+               "rays_per_pixel", "soft_edge", "light_direction", "ambient", "background", "planes"}
+PLANE_KEYS = {"point", "normal", "color", "texture"}
+TEXTURE_KEYS = {"image", "checker", "scale"}
+JOINT_KEYS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits", "frequency",
+              "damping", "viscous_damping", "dry_friction"}
+SENSOR_KEYS = {"name", "type", "joint", "body", "camera", "frequencies", "size", "margin"}
+MOTOR_KEYS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque", "command_range",
+              "axis"}
 
 
 class Fields:
@@ -80,7 +74,7 @@ class Fields:
             return default
         if self.doc[key] is None:
             return None
-        t = self.nested(key, TEXTURE_FIELDS)
+        t = self.nested(key, TEXTURE_KEYS)
         if t.has("image") == t.has("checker"):
             self.fail(key, "give exactly one of 'image' (a file name) or 'checker' "
                       "(two colours)")

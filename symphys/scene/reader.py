@@ -20,10 +20,9 @@ from symphys.scene.elements import (CONTACT_KINDS, GROUND, GROUND_CHECKER, WORLD
                                     ContactModel, ContactPair, FrictionModel, Ground, Joint,
                                     JointType, Motor, MotorMode, Plane, Sensor, SensorKind, Shape,
                                     Sign, SolverOptions)
-from symphys.scene.fields import (BODY_FIELDS, CAMERA_FIELDS, GROUND_FIELDS, JOINT_FIELDS,
-                                  MOTOR_FIELDS, PLANE_FIELDS, SENSOR_FIELDS, SOLVER_FIELDS,
-                                  TOP_FIELDS, Fields, check_finite, items, named_items, unit_axis,
-                                  value_range)
+from symphys.scene.fields import (BODY_KEYS, CAMERA_KEYS, GROUND_KEYS, JOINT_KEYS, MOTOR_KEYS,
+                                  PLANE_KEYS, SENSOR_KEYS, SOLVER_KEYS, TOP_KEYS, Fields,
+                                  check_finite, items, named_items, unit_axis, value_range)
 from symphys.scene.params import with_values
 from symphys.scene.scene import Scene
 
@@ -93,7 +92,7 @@ def _volume(shape: Shape, radius: float, size, length: float) -> float:
 def _read_body(doc, source: str, index: int) -> Body:
     label = doc.get("name") if isinstance(doc, dict) else None
     item = f"body '{label}'" if isinstance(label, str) else f"bodies[{index}]"
-    r = Fields(doc, source, item, BODY_FIELDS)
+    r = Fields(doc, source, item, BODY_KEYS)
     name = r.string("name")
     if name in ("world", GROUND):
         r.fail("name", f"'{name}' is reserved")
@@ -139,7 +138,7 @@ def _read_body(doc, source: str, index: int) -> Body:
 
 
 def _read_solver(doc, source: str) -> SolverOptions:
-    r = Fields(doc, source, "solver", SOLVER_FIELDS)
+    r = Fields(doc, source, "solver", SOLVER_KEYS)
     d = SolverOptions()
     freq = r.number("constraint_frequency") if r.has(
         "constraint_frequency") else None
@@ -226,7 +225,7 @@ def _read_contacts(doc, source: str, bodies, has_ground,
 def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
     by_name = {b.name: b for b in bodies}
     joints = []
-    for r, name in items(doc, source, "joints", "joint", JOINT_FIELDS):
+    for r, name in items(doc, source, "joints", "joint", JOINT_KEYS):
         kind = r.enum("type", JointType, JointType.HINGE) if r.has("type") else r.fail(
             "type", f"missing; allowed: {[t.value for t in JointType]}")
         parent, child = r.string("parent"), r.string("child")
@@ -278,7 +277,7 @@ def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
     by_name = {j.name: j for j in joints}
     motors, driven = [], set()
     d = Motor(name="", joint="")
-    for r, name in items(doc, source, "motors", "motor", MOTOR_FIELDS):
+    for r, name in items(doc, source, "motors", "motor", MOTOR_KEYS):
         joint = r.string("joint")
         if joint not in by_name:
             r.fail("joint", f"unknown joint '{joint}'{closest(joint, list(by_name))}")
@@ -320,7 +319,7 @@ def _read_sensors(doc, source: str, bodies, joints, cameras=()) -> tuple[Sensor,
     for i, entry in enumerate(named_items(doc, source, "sensors", "sensor")):
         label = entry.get("name") if isinstance(entry, dict) else None
         item = f"sensor '{label}'" if isinstance(label, str) else f"sensors[{i}]"
-        r = Fields(entry, source, item, SENSOR_FIELDS)
+        r = Fields(entry, source, item, SENSOR_KEYS)
         kind = r.enum("type", SensorKind, SensorKind.TIME) if r.has("type") else r.fail(
             "type", f"missing; allowed: {[k.value for k in SensorKind]}")
         source_name, frequencies, size = "", (), 0
@@ -371,7 +370,7 @@ def _read_sensors(doc, source: str, bodies, joints, cameras=()) -> tuple[Sensor,
 def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
     """Validate a `symphys-scene/1` document into a `Scene`."""
     check_finite(doc, source)
-    r = Fields(doc, source, "", TOP_FIELDS)
+    r = Fields(doc, source, "", TOP_KEYS)
     r.item = None
     fmt = r.string("format", "")
     if fmt != FORMAT:
@@ -382,7 +381,7 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
     solver = _read_solver(doc.get("solver", {}), source)
     ground = None
     if "ground" in doc and doc["ground"] is not None:
-        g = Fields(doc["ground"], source, "ground", GROUND_FIELDS)
+        g = Fields(doc["ground"], source, "ground", GROUND_KEYS)
         ground = Ground(height=g.number("height", 0.0),
                         friction=g.number("friction", 1.0),
                         restitution=g.number("restitution", 0.0),
@@ -456,7 +455,7 @@ def _read_cameras(doc, source: str) -> tuple[Camera, ...]:
     """The `cameras` list; geometry is checked by `Camera` itself."""
     cameras = []
     d = Camera(name="", position=(0.0, 0.0, 0.0), direction=(1.0, 0.0, 0.0))
-    for r, name in items(doc, source, "cameras", "camera", CAMERA_FIELDS):
+    for r, name in items(doc, source, "cameras", "camera", CAMERA_KEYS):
         resolution = r.vector("resolution", 2)
         for i, value in enumerate(resolution):
             if value != int(value) or value < 1:
@@ -466,7 +465,7 @@ def _read_cameras(doc, source: str) -> tuple[Camera, ...]:
             r.fail("planes", "expected a list of planes ({\"point\", \"normal\", ...})")
         planes = []
         for i, entry in enumerate(named_items(r.doc, source, "planes", "plane")):
-            p = Fields(entry, source, r.item, PLANE_FIELDS, prefix=f"planes[{i}].")
+            p = Fields(entry, source, r.item, PLANE_KEYS, prefix=f"planes[{i}].")
             planes.append(Plane(point=p.vector("point", 3), normal=p.vector("normal", 3),
                                 color=p.color("color", (1.0, 1.0, 1.0)),
                                 texture=p.texture("texture")))
