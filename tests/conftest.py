@@ -11,9 +11,15 @@ import sys
 # `symphys.loops(Loops.COMPILED)`.
 os.environ.setdefault("SYMPHYS_LOOPS", "interpreted")
 
+import pytensor
 import pytest
 
 from symphys.compiler.caches import compiled_functions
+
+# No creation traceback on every graph variable the tests build (PyTensor
+# walks the Python stack for each one: a tenth of building a reference
+# step's graph). Errors then name the node without where it was made.
+pytensor.config.traceback__limit = 0
 
 
 @pytest.fixture(autouse=True, scope="module")
