@@ -25,6 +25,7 @@ from symphys.scene.elements import (Body, Camera, FrictionModel, Ground, Joint, 
                                     Texture, TextureKind)
 from symphys.scene.params import symbols
 from symphys.scene.reader import available_scenes, load_scene, scene_from_dict
+from symphys.scene.writer import scene_to_dict, write_scene
 from symphys.scene.scene import Scene
 from symphys.version import __version__
 
@@ -36,5 +37,6 @@ __all__ = [
     "SymphysError", "Texture", "TextureKind", "Trajectory", "available_scenes", "camera",
     "clear_cache", "compile", "export", "load_compiled", "load_scene", "loops", "nn", "optim",
     "render",
-    "rollout", "scene_from_dict", "simulate", "symbols", "value_and_grad",
+    "rollout", "scene_from_dict", "scene_to_dict", "simulate", "symbols", "value_and_grad",
+    "write_scene",
 ]

@@ -285,6 +285,12 @@ class SensorKind(enum.Enum):
     CAMERA = "camera"                      # a scene camera's image, row-major (H, W, 3): H W 3
 
 
+# The sensors that read a joint (a hinge or slider) and those that read a body.
+JOINT_SENSORS = (SensorKind.JOINT_ANGLE, SensorKind.JOINT_RATE)
+BODY_SENSORS = (SensorKind.POSITION, SensorKind.VELOCITY, SensorKind.ANGULAR_VELOCITY,
+                SensorKind.ORIENTATION, SensorKind.CONTACT, SensorKind.TARGET_DISTANCE)
+
+
 @dataclass(frozen=True)
 class Sensor:
     """One block of the observation vector (see `SensorKind` for sizes).

@@ -216,12 +216,18 @@ def items(doc, source: str, key: str, kind: str, fields: set[str]):
         yield r, name
 
 
+def unit(values: tuple, norm: float) -> tuple:
+    """`values` divided by their `norm`, unless they are a unit vector to
+    within rounding already (a file symphys wrote reads back bit for bit)."""
+    return values if abs(norm - 1.0) < 1e-14 else tuple(v / norm for v in values)
+
+
 def unit_axis(r: Fields, key: str) -> tuple[float, float, float]:
     axis = r.vector(key, 3)
     n = math.sqrt(sum(a * a for a in axis))
     if n < 1e-9:
         r.fail(key, "zero axis has no direction")
-    return tuple(a / n for a in axis)
+    return unit(axis, n)
 
 
 def value_range(r: Fields, key: str) -> tuple[float, float] | None:

@@ -16,13 +16,13 @@ from importlib import resources
 from pathlib import Path
 
 from symphys.errors import ParameterError, SceneError, closest
-from symphys.scene.elements import (CONTACT_KINDS, GROUND, GROUND_CHECKER, WORLD, Body, Camera,
-                                    ContactModel, ContactPair, FrictionModel, Ground, Joint,
-                                    JointType, Motor, MotorMode, Plane, Sensor, SensorKind, Shape,
-                                    Sign, SolverOptions)
+from symphys.scene.elements import (BODY_SENSORS, CONTACT_KINDS, GROUND, GROUND_CHECKER,
+                                    JOINT_SENSORS, WORLD, Body, Camera, ContactModel, ContactPair,
+                                    FrictionModel, Ground, Joint, JointType, Motor, MotorMode,
+                                    Plane, Sensor, SensorKind, Shape, Sign, SolverOptions)
 from symphys.scene.fields import (BODY_KEYS, CAMERA_KEYS, GROUND_KEYS, JOINT_KEYS, MOTOR_KEYS,
                                   PLANE_KEYS, SENSOR_KEYS, SOLVER_KEYS, TOP_KEYS, Fields,
-                                  check_finite, items, named_items, unit_axis, value_range)
+                                  check_finite, items, named_items, unit, unit_axis, value_range)
 from symphys.scene.params import with_values
 from symphys.scene.scene import Scene
 
@@ -126,7 +126,7 @@ def _read_body(doc, source: str, index: int) -> Body:
         name=name, shape=shape, mass=mass, radius=radius, size=size,
         length=length,
         position=r.vector("position", 3, (0.0, 0.0, 0.0)),
-        quaternion=tuple(q / norm for q in quat),
+        quaternion=unit(quat, norm),
         velocity=r.vector("velocity", 3, (0.0, 0.0, 0.0)),
         angular_velocity=r.vector("angular_velocity", 3, (0.0, 0.0, 0.0)),
         friction=r.number("friction", 1.0),
@@ -306,11 +306,6 @@ def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
     return tuple(motors)
 
 
-_JOINT_SENSORS = (SensorKind.JOINT_ANGLE, SensorKind.JOINT_RATE)
-_BODY_SENSORS = (SensorKind.POSITION, SensorKind.VELOCITY, SensorKind.ANGULAR_VELOCITY,
-                 SensorKind.ORIENTATION, SensorKind.CONTACT, SensorKind.TARGET_DISTANCE)
-
-
 def _read_sensors(doc, source: str, bodies, joints, cameras=()) -> tuple[Sensor, ...]:
     body_names = [b.name for b in bodies]
     camera_by_name = {c.name: c for c in cameras}
@@ -323,13 +318,13 @@ def _read_sensors(doc, source: str, bodies, joints, cameras=()) -> tuple[Sensor,
         kind = r.enum("type", SensorKind, SensorKind.TIME) if r.has("type") else r.fail(
             "type", f"missing; allowed: {[k.value for k in SensorKind]}")
         source_name, frequencies, size = "", (), 0
-        wanted = {"joint": kind in _JOINT_SENSORS, "body": kind in _BODY_SENSORS,
+        wanted = {"joint": kind in JOINT_SENSORS, "body": kind in BODY_SENSORS,
                   "frequencies": kind is SensorKind.TIME, "size": kind is SensorKind.TARGET,
                   "margin": kind is SensorKind.CONTACT, "camera": kind is SensorKind.CAMERA}
         for key, used in wanted.items():
             if r.has(key) and not used:
                 r.fail(key, f"not used by a {kind.value} sensor")
-        if kind in _JOINT_SENSORS:
+        if kind in JOINT_SENSORS:
             source_name = r.string("joint")
             if source_name not in joint_by_name:
                 r.fail("joint", f"unknown joint '{source_name}'"
@@ -338,7 +333,7 @@ def _read_sensors(doc, source: str, bodies, joints, cameras=()) -> tuple[Sensor,
                 r.fail("joint", f"joint '{source_name}' is a "
                        f"{joint_by_name[source_name].type.value} joint; joint sensors "
                        "read hinges and sliders")
-        elif kind in _BODY_SENSORS:
+        elif kind in BODY_SENSORS:
             source_name = r.string("body")
             if source_name not in body_names:
                 r.fail("body", f"unknown body '{source_name}'"
