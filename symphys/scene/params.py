@@ -54,8 +54,8 @@ def resolve_values(scene: Scene, params: Mapping | None) -> tuple[dict[str, np.n
     batch is None when no value carries a batch axis, else B (all batched
     values must agree on it).
     """
-    shapes = parameter_shapes(scene)
     values = scene.parameters()
+    shapes = {name: value.shape for name, value in values.items()}
     batch = None
     for name in check_names(scene, check_mapping(scene, params).keys(), "params"):
         value = check_value(scene, name, params[name])
