@@ -19,14 +19,15 @@ from symphys.errors import BackendError, ExportError, ParameterError, SceneError
 from symphys.learn import nn, optim
 from symphys.loop.rollout import Trajectory, rollout
 from symphys.loop.timeloop import LoopOptions
+from symphys.mjcf import load_mjcf, load_urdf
 from symphys.scene.builder import SceneBuilder
 from symphys.scene.elements import (Body, Camera, FrictionModel, Ground, Joint, JointType, Motor,
                                     MotorMode, Plane, Sensor, SensorKind, Shape, SolverOptions,
                                     Texture, TextureKind)
 from symphys.scene.params import symbols
 from symphys.scene.reader import available_scenes, load_scene, scene_from_dict
-from symphys.scene.writer import scene_to_dict, write_scene
 from symphys.scene.scene import Scene
+from symphys.scene.writer import scene_to_dict, write_scene
 from symphys.version import __version__
 
 __all__ = [
@@ -35,7 +36,8 @@ __all__ = [
     "Joint", "JointType", "LoopOptions", "Loops", "Motor", "MotorMode", "ParameterError", "Plane",
     "Scene", "SceneBuilder", "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions",
     "SymphysError", "Texture", "TextureKind", "Trajectory", "available_scenes", "camera",
-    "clear_cache", "compile", "export", "load_compiled", "load_scene", "loops", "nn", "optim",
+    "clear_cache", "compile", "export", "load_compiled", "load_mjcf", "load_scene", "load_urdf",
+    "loops", "nn", "optim",
     "render",
     "rollout", "scene_from_dict", "scene_to_dict", "simulate", "symbols", "value_and_grad",
     "write_scene",

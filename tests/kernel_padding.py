@@ -98,7 +98,8 @@ def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dic
         radius = float(get("radius")) if b.shape in (Shape.SPHERE, Shape.CAPSULE) else None
         size = [float(c) for c in get("size")] if b.shape is Shape.BOX else [0.0] * 3
         length = float(get("length")) if b.shape is Shape.CAPSULE else None
-        inertia = _inertia(b.shape, mass, radius, size, length)
+        inertia = ([float(c) for c in get("inertia")] if b.inertia is not None
+                   else _inertia(b.shape, mass, radius, size, length))
         row = body[0, i]
         row[BODY.at("inv_mass")] = 1.0 / mass
         row[BODY.inertia] = inertia

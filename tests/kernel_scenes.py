@@ -27,7 +27,7 @@ import symphys as sp
 from symphys.physics.algebra import quat_to_mat_array
 from symphys.physics.contacts import contact_blocks
 from symphys.physics.joints import _command_range, articulated_bodies
-from symphys.scene.elements import MotorMode, Shape
+from symphys.scene.elements import MotorMode
 from symphys.scene.scene import Scene
 
 ITERATIONS = 4
@@ -166,6 +166,10 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
                       restitution=_zero_or(d, 0.3, 0.0, 0.9))
         if rolling:
             fields["rolling_friction"] = _zero_or(d, 0.3, 0.0, 0.05)
+        if d.chance(0.25):
+            # Moments of some other mass distribution: a box's, any proportions.
+            a, c, e = (d.uniform(0.05, 0.6) ** 2 for _ in range(3))
+            fields["inertia"] = [fields["mass"] / 12 * s for s in (c + e, a + e, a + c)]
         b.body(f"b{i}", shape, **fields)
         bodies.append((f"b{i}", shape, dims, x, rot, resting and still))
 
@@ -333,10 +337,11 @@ def scene_features(scene: Scene) -> Counter:
     f["velocity-damping"] += s.velocity_damping > 0
     f["gyroscopic" if s.gyroscopic else "no-gyroscopic"] += 1
     f["zero-gravity"] += scene.gravity == (0.0, 0.0, 0.0)
-    f["all-spheres"] += all(b.shape is Shape.SPHERE for b in scene.bodies)
+    f["all-isotropic"] += all(b.isotropic for b in scene.bodies)
     grounded = {c.a for c in scene.contacts if c.b == "ground"}
     for body in scene.bodies:
         f[f"shape:{body.shape.value}"] += 1
+        f["explicit-inertia"] += body.inertia is not None
         still = body.velocity == (0.0,) * 3 and body.angular_velocity == (0.0,) * 3
         f["still-body"] += still
         f["stacked"] += still and any(o.name != body.name and o.position[:2] == body.position[:2]

@@ -24,9 +24,9 @@ REQUIRED = (
     + ["limits:hinge", "limits:slider", "joint:soft", "joint:drag", "joint:world-parent",
        "joint:body-parent", "motor:universal-axis1", "motor:command-range", "rolling",
        "no-rolling", "ground", "no-ground", "soft-contacts", "velocity-damping",
-       "gyroscopic", "no-gyroscopic", "zero-gravity", "all-spheres", "contacts:none",
+       "gyroscopic", "no-gyroscopic", "zero-gravity", "all-isotropic", "contacts:none",
        "resting", "stacked", "ground-gap<0", "ground-gap<5cm", "ground-gap>=5cm",
-       "shape:sphere", "shape:box", "shape:capsule"])
+       "shape:sphere", "shape:box", "shape:capsule", "explicit-inertia"])
 
 
 def check_scene(scene, max_bodies):

@@ -10,8 +10,8 @@ from symphys.compiler.export.manifest import MANIFEST
 from symphys.compiler.export.read import read_manifest
 from symphys.compiler.export.write import export
 from symphys.errors import ParameterError
+from symphys.mjcf import load_any
 from symphys.scene.params import check_names, resolve_values
-from symphys.scene.reader import load_scene
 
 # The simulate function's one output: (steps + 1, B, bodies, 18), the last
 # axis position xyz, rotation (row-major), velocity xyz, angular velocity xyz.
@@ -32,7 +32,8 @@ def add_parser(subparsers) -> None:
     """Register `symphys export` on the CLI's subparsers."""
     p = subparsers.add_parser(
         "export", help="write a scene's compiled function to a folder (compiled/README.md)")
-    p.add_argument("scene", help="a scene name (see `symphys list`) or a JSON path")
+    p.add_argument("scene", help="a scene name (see `symphys list`), a scene file (.json) "
+                                 "or a robot file (MJCF .xml, URDF .urdf)")
     p.add_argument("--steps", type=int, required=True,
                    help="steps of the example run (numba, cvm: an input, any count "
                         "runs; jax: fixed)")
@@ -53,7 +54,7 @@ def cli_main(args) -> int:
     """`symphys export`: the scene's simulate function (or, with --gradient,
     its value and gradient of `final_position_loss`), exported with the
     scene's default parameters as the example."""
-    scene = load_scene(args.scene)
+    scene = load_any(args.scene)
     steps = _check_steps(args.steps)
     values, _ = resolve_values(scene, None)
     batch = args.batch

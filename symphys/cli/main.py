@@ -1,6 +1,6 @@
 """The `symphys` command line: list, simulate, experiment, figure, bench,
-bench-gpu, sysid, export. Every argument parser of symphys is in this
-package (`sysid` and `export` have modules of their own).
+bench-gpu, sysid, export, convert. Every argument parser of symphys is in this
+package (`sysid`, `export` and `convert` have modules of their own).
 
 Each command imports what it runs when it runs, so that `symphys list` and
 `--help` start in under half a second (the engine brings PyTensor, Numba
@@ -40,9 +40,9 @@ def _cmd_list(args) -> int:
 def _cmd_simulate(args) -> int:
     from symphys.api import simulate
     from symphys.experiments.common import table
-    from symphys.scene.reader import load_scene
+    from symphys.mjcf import load_any
 
-    scene = load_scene(args.scene)
+    scene = load_any(args.scene)
     params = parse_params(args.param)
     start = time.perf_counter()
     traj = simulate(scene, args.steps, params=params or None, backend=args.backend)
@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="shipped scenes and experiments").set_defaults(func=_cmd_list)
 
     p = sub.add_parser("simulate", help="simulate a scene and report its final state")
-    p.add_argument("scene", help="a scene name (see `symphys list`) or a JSON path")
+    p.add_argument("scene", help="a scene name (see `symphys list`), a scene file (.json) "
+                                 "or a robot file (MJCF .xml, URDF .urdf)")
     p.add_argument("--steps", type=int, default=500, help="time steps to run (default 500)")
     p.add_argument("--backend", default="numba", choices=["numba", "jax", "cvm"],
                    help="compiler (default numba)")
@@ -255,10 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "and 16, hard and soft edges): on (default), off (default with "
                         "--quick), only")
     p.set_defaults(func=_cmd_bench)
+    from symphys.cli.convert import add_parser as add_convert_parser
     from symphys.cli.export import add_parser as add_export_parser
     from symphys.cli.sysid import add_parser as add_sysid_parser
     add_sysid_parser(sub)
     add_export_parser(sub)
+    add_convert_parser(sub)
     return parser
 
 

@@ -47,7 +47,8 @@ def _interval(value: str, name: str) -> tuple[float, float]:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("sysid", help="fit scene parameters to recorded trajectories")
-    p.add_argument("scene", help="a scene name (see `symphys list`) or a JSON path")
+    p.add_argument("scene", help="a scene name (see `symphys list`), a scene file (.json) "
+                                 "or a robot file (MJCF .xml, URDF .urdf)")
     p.add_argument("data", nargs="+", help="CSV recordings (format: symphys.sysid.recordings)")
     p.add_argument("--fit", required=True, help="parameters shared by all segments, "
                    "comma-separated; NAME[i] fits one component")
@@ -72,11 +73,11 @@ def add_parser(subparsers) -> None:
 def cli_main(args) -> int:
     from symphys import sysid
     from symphys.experiments.common import table
+    from symphys.mjcf import load_any
     from symphys.scene.params import resolve_values
-    from symphys.scene.reader import load_scene
     from symphys.sysid.recordings import read_recording
 
-    scene = load_scene(args.scene)
+    scene = load_any(args.scene)
     recordings = [read_recording(path, scene) for path in args.data]
     fit_names, segment_names = _names(args.fit), _names(args.segment_fit)
     bounds = _pairs(args.bounds, "bounds", _interval)

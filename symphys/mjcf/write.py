@@ -123,7 +123,9 @@ def _fmt(values) -> str:
 
 
 def principal_moments(body) -> np.ndarray:
-    """(3,) principal inertia of a body, computed as symphys computes it."""
+    """(3,) principal inertia of a body, as symphys takes it."""
+    if body.inertia is not None:
+        return np.array(body.inertia, dtype=np.float64)
     return np.array([float(c) for c in principal_inertia(
         body.shape, body.mass, body.radius, Vec3(*map(float, body.size)), body.length)])
 
@@ -413,7 +415,7 @@ def to_mjcf(scene: Scene, options: MjcfOptions = MjcfOptions()) -> str:
             attrs = {"name": m.name, "joint": mj.name}
             if m.mode is MotorMode.TORQUE:
                 lo, hi = m.command_range or (-m.max_torque, m.max_torque)
-                attrs.update(gear="1", ctrllimited="true", ctrlrange=_fmt((lo, hi)),
+                attrs.update(gear=_fmt([m.gain]), ctrllimited="true", ctrlrange=_fmt((lo, hi)),
                              forcelimited="true",
                              forcerange=_fmt((-m.max_torque, m.max_torque)))
                 ET.SubElement(act, "motor", attrs)

@@ -460,7 +460,7 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
                mob: Mobility, state: State, action, dt: float):
     """(rows, impulse): servo rows of a position/velocity block, or for a
     torque block the row along the axis and the impulse it receives this
-    step (clip(command, +-max_torque) dt), applied before the solve."""
+    step (clip(gain command, +-max_torque) dt), applied before the solve."""
     pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
                  len(scene.joints))
     gm = Gather(block.motors, len(scene.motors))
@@ -469,7 +469,7 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
     direction = coordinate_axis(block.joint_type, pose, block.axis)
     if block.mode is MotorMode.TORQUE:
         row = _axis_row(block.joint_type, RowKind.MOTOR, direction, pose, mob, 0.0)
-        return row, pt.clip(command * dt, -max_impulse, max_impulse)
+        return row, pt.clip(gm.take(motors.gain) * command * dt, -max_impulse, max_impulse)
     max_rate = gm.take(motors.max_velocity)
     if block.mode is MotorMode.POSITION:
         rate = gm.take(motors.gain) * (command - coordinate(block.joint_type, pose,

@@ -166,9 +166,13 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
             length, lb = get("length")
         size_v = (Vec3(size[..., 0], size[..., 1], size[..., 2]) if size is not None
                   else Vec3(0.0, 0.0, 0.0))
-        inertia = principal_inertia(b.shape, mass, radius, size_v, length)
-        any_b = mb or (radius is not None and rb) or (size is not None and sb) or (
-            length is not None and lb)
+        if b.inertia is None:
+            inertia = principal_inertia(b.shape, mass, radius, size_v, length)
+            any_b = mb or (radius is not None and rb) or (size is not None and sb) or (
+                length is not None and lb)
+        else:
+            moments, any_b = get("inertia")
+            inertia = Vec3(moments[..., 0], moments[..., 1], moments[..., 2])
         cols["inv_mass"].append(_column(1.0 / mass, mb))
         for key, comp in zip(("ix", "iy", "iz"), inertia):
             cols[key].append(_column(comp, any_b))
@@ -198,7 +202,7 @@ def build_model(scene: Scene, p: dict, batched: set[str]):
         radius=arr["radius"], half_size=Vec3(arr["hx"], arr["hy"], arr["hz"]),
         half_length=arr["half_length"], friction=arr["friction"],
         restitution=arr["restitution"], rolling_friction=arr.get("rolling_friction"),
-        isotropic=tuple(b.shape is Shape.SPHERE for b in scene.bodies))
+        isotropic=tuple(b.isotropic for b in scene.bodies))
 
     def world(name, default=0.0):
         if name not in p:

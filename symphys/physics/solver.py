@@ -98,7 +98,10 @@ def _stack(components, k: int):
     comps = [pt.as_tensor_variable(c) for c in components]
     full = [c for c in comps if c.ndim == 2]
     ref = next((c for c in full if not c.type.broadcastable[0]), full[0] if full else None)
-    shape = (1, k) if ref is None else ref.shape
+    # A static shape where known: a symbolic one costs broadcast_to a shape
+    # inference (constant folding) per call, a tenth of building a step.
+    shape = (1, k) if ref is None else (
+        ref.type.shape if None not in ref.type.shape else ref.shape)
     comps = [c if ref is not None and c.type.broadcastable == ref.type.broadcastable
              else pt.broadcast_to(c, shape) for c in comps]
     return pt.stack(comps, axis=-1)

@@ -128,6 +128,16 @@ class Body:
     rolling_friction: float = 0.0            # metres
     color: RGB | None = None
     texture: Texture | None = None
+    # Principal moments of inertia (kg m^2) about the centre, along body x,
+    # y, z; None: those of a uniform solid of `shape` and `mass`.
+    inertia: tuple[float, float, float] | None = None
+
+    @property
+    def isotropic(self) -> bool:
+        """Whether the inertia is a multiple of the identity in every
+        parameter setting (a uniform sphere): then its world inertia needs
+        no rotation and it feels no gyroscopic torque."""
+        return self.shape is Shape.SPHERE and self.inertia is None
 
 
 @dataclass(frozen=True)
@@ -199,7 +209,7 @@ class JointType(enum.Enum):
 class MotorMode(enum.Enum):
     POSITION = "position"   # servo: target rate clip(gain (command - q), +-max_velocity)
     VELOCITY = "velocity"   # servo: target rate clip(command, +-max_velocity)
-    TORQUE = "torque"       # direct torque (hinge) or force (slider): command
+    TORQUE = "torque"       # direct torque (hinge) or force (slider): gain command
 
 
 WORLD = "world"
@@ -257,7 +267,8 @@ class Motor:
 
     Position and velocity servos are constraint rows whose impulse is
     bounded by max_torque * dt (N m, or N on a slider); a torque motor adds
-    clip(command, +-max_torque) as an external torque/force. Commands are
+    clip(gain command, +-max_torque) as an external torque/force (gain: a
+    gear ratio). Commands are
     clipped to `command_range` (default: the joint limits for a position
     servo, +-max_velocity for a velocity servo, +-max_torque for torque)."""
 
@@ -451,8 +462,19 @@ class Sign(enum.Enum):
 # The sign of each bounded field, by name: the scene reader checks a file's
 # fields with it, and `params=` checks a parameter by its field (the part
 # after the dot). A motor's gain and limits may be 0 (the motor off).
+def check_inertia(moments, fail) -> None:
+    """Call fail(why) unless the principal moments (..., 3) are those of a
+    rigid body: each at most the sum of the other two (equal: a flat body),
+    to a relative 1e-9."""
+    m = np.asarray(moments, dtype=np.float64)
+    excess = 2 * m.max(axis=-1) - m.sum(axis=-1)
+    if np.any(excess > 1e-9 * m.sum(axis=-1)):
+        fail("principal moments must each be at most the sum of the other two "
+             f"(no rigid body has {np.round(m, 12).tolist()})")
+
+
 FIELD_SIGNS = {
-    **dict.fromkeys(("mass", "radius", "size", "length", "constraint_frequency",
+    **dict.fromkeys(("mass", "radius", "size", "length", "inertia", "constraint_frequency",
                      "contact_stiffness"), Sign.POSITIVE),
     **dict.fromkeys(("friction", "restitution", "rolling_friction", "viscous_damping",
                      "dry_friction", "constraint_damping", "contact_damping",

@@ -18,7 +18,7 @@ TOP_KEYS = {"format", "name", "dt", "gravity", "solver", "ground", "bodies", "co
             "motors", "sensors", "cameras", "description"}
 BODY_KEYS = {"name", "shape", "radius", "size", "length", "mass", "density", "position",
              "quaternion", "velocity", "angular_velocity", "friction", "restitution",
-             "rolling_friction", "color", "texture"}
+             "rolling_friction", "color", "texture", "inertia"}
 SOLVER_KEYS = {"model", "iterations", "constraint_frequency", "constraint_damping",
                "position_feedback", "restitution_threshold", "friction_model", "gyroscopic",
                "renormalisation_iterations", "contact_stiffness", "contact_damping",

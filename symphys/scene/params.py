@@ -15,7 +15,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 from symphys.errors import ParameterError, closest
-from symphys.scene.elements import FIELD_SIGNS, Sign
+from symphys.scene.elements import FIELD_SIGNS, Sign, check_inertia
 from symphys.scene.scene import Scene
 
 
@@ -101,6 +101,10 @@ def check_value(scene: Scene, name: str, value) -> np.ndarray:
                        or sign is Sign.NONNEGATIVE and value.min() < 0):
         raise ParameterError(f"{scene.source}: parameter {name!r} must be {sign.value}, "
                              f"got {value.min():g}")
+    if name.endswith(".inertia") and value.ndim and value.shape[-1] == 3:
+        def fail(why):
+            raise ParameterError(f"{scene.source}: parameter {name!r}: {why}")
+        check_inertia(value, fail)
     return value
 
 

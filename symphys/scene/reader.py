@@ -19,7 +19,8 @@ from symphys.errors import ParameterError, SceneError, closest
 from symphys.scene.elements import (BODY_SENSORS, CONTACT_KINDS, GROUND, GROUND_CHECKER,
                                     JOINT_SENSORS, WORLD, Body, Camera, ContactModel, ContactPair,
                                     FrictionModel, Ground, Joint, JointType, Motor, MotorMode,
-                                    Plane, Sensor, SensorKind, Shape, Sign, SolverOptions)
+                                    Plane, Sensor, SensorKind, Shape, Sign, SolverOptions,
+                                    check_inertia)
 from symphys.scene.fields import (BODY_KEYS, CAMERA_KEYS, GROUND_KEYS, JOINT_KEYS, MOTOR_KEYS,
                                   PLANE_KEYS, SENSOR_KEYS, SOLVER_KEYS, TOP_KEYS, Fields,
                                   check_finite, items, named_items, unit, unit_axis, value_range)
@@ -67,6 +68,9 @@ def load_scene(path_or_name: str | Path) -> Scene:
     if path.is_dir():
         raise SceneError("is a folder; give a scene file (.json) or a shipped scene's name",
                          source=str(path))
+    if path.suffix.lower() in (".xml", ".mjcf", ".urdf"):
+        raise SceneError("is a robot file (MJCF or URDF), not a scene file: read it with "
+                         "sp.load_mjcf or sp.load_urdf", source=str(path))
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -134,7 +138,16 @@ def _read_body(doc, source: str, index: int) -> Body:
         rolling_friction=r.number("rolling_friction", 0.0),
         color=r.color("color", None) if r.has("color") else None,
         texture=r.texture("texture"),
+        inertia=_inertia(r) if r.has("inertia") else None,
     )
+
+
+def _inertia(r: Fields) -> tuple[float, float, float]:
+    """Principal moments that a rigid body can have: each at most the sum
+    of the other two (equal for a flat body)."""
+    moments = r.vector("inertia", 3)
+    check_inertia(moments, lambda why: r.fail("inertia", why))
+    return moments
 
 
 def _read_solver(doc, source: str) -> SolverOptions:

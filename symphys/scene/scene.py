@@ -103,6 +103,8 @@ class Scene:
                 values[f"{b.name}.size"] = b.size
             if b.shape is Shape.CAPSULE:
                 values[f"{b.name}.length"] = b.length
+            if b.inertia is not None:
+                values[f"{b.name}.inertia"] = b.inertia
             values[f"{b.name}.position"] = b.position
             values[f"{b.name}.velocity"] = b.velocity
             values[f"{b.name}.angular_velocity"] = b.angular_velocity

@@ -51,9 +51,9 @@ def _fields(item, names) -> dict:
 
 
 def _body(body: Body) -> dict:
-    names = ("name", "shape", *_SHAPE_FIELDS[body.shape], "mass", "position", "quaternion",
-             "velocity", "angular_velocity", "friction", "restitution", "rolling_friction",
-             "color")
+    names = ("name", "shape", *_SHAPE_FIELDS[body.shape], "mass", "inertia", "position",
+             "quaternion", "velocity", "angular_velocity", "friction", "restitution",
+             "rolling_friction", "color")
     doc = _fields(body, names)
     doc["texture"] = _plain(body.texture)
     return doc

@@ -85,7 +85,7 @@ def unpack_model(scene, body, world, joint, motor):
     bodies = BodyArrays(
         **{name: part(body, BODY, name) for name in BODY.names if name != "rolling_friction"},
         rolling_friction=part(body, BODY, "rolling_friction") if roll else None,
-        isotropic=tuple(b.shape.value == "sphere" for b in scene.bodies))
+        isotropic=tuple(b.isotropic for b in scene.bodies))
     soft = scene.solver.constraint_frequency is not None
     at = WORLD.at("gravity")
     worlds = WorldArrays(

@@ -32,7 +32,7 @@ import numpy as np
 from symphys.physics.contacts import STATIC, ContactKind, contact_blocks
 from symphys.physics.joints import (_command_range, articulated_bodies, drag_blocks, joint_blocks,
                                     motor_blocks, soft_joint)
-from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode, Shape
+from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode
 from symphys.scene.scene import Scene
 
 
@@ -266,7 +266,7 @@ def build_layout(scene: Scene) -> StepLayout:
     options[Option.FEEDBACK] = s.position_feedback
     options[Option.RESTITUTION_THRESHOLD] = s.restitution_threshold
     options[Option.SOFT_CONTACTS] = s.constraint_frequency is not None
-    options[Option.ISOTROPIC] = all(b.shape is Shape.SPHERE for b in scene.bodies)
+    options[Option.ISOTROPIC] = all(b.isotropic for b in scene.bodies)
     options[Option.GYROSCOPIC] = s.gyroscopic and not options[Option.ISOTROPIC]
     options[Option.DAMPING] = s.velocity_damping > 0
     options[Option.ROLLING] = rolling

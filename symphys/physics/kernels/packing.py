@@ -83,9 +83,10 @@ def join_columns(parts: list):
     return pt.concatenate([x + template for x in parts], axis=-1)
 
 
-def _inertia(scene: Scene, mass, radius, size, length):
-    """(Bp, N, 3) principal moments: `model.principal_inertia` for each
-    shape present, on all bodies at once, kept where the body has it."""
+def _inertia(scene: Scene, p: dict, mass, radius, size, length):
+    """(Bp, N, 3) principal moments: a body's `inertia` parameter where it
+    has one, else `model.principal_inertia` for its shape (each shape on all
+    bodies at once, kept where the body has it)."""
     out = pt.zeros_like(size)
     sizes = Vec3(size[..., 0], size[..., 1], size[..., 2])
     for kind in dict.fromkeys(b.shape for b in scene.bodies):
@@ -95,6 +96,11 @@ def _inertia(scene: Scene, mass, radius, size, length):
         moments = principal_inertia(kind, mass, pt.switch(mine, radius, 1.0), sizes,
                                     pt.switch(mine, length, 1.0))
         out = pt.switch(mine[:, None], pt.stack(list(moments), axis=-1), out)
+    explicit = np.array([b.inertia is not None for b in scene.bodies])
+    if explicit.any():
+        given = gather([p[f"{b.name}.inertia"] if b.inertia is not None else np.ones(3)
+                        for b in scene.bodies], (3,))
+        out = pt.switch(explicit[:, None], given, out)
     return out
 
 
@@ -111,7 +117,7 @@ def _bodies(scene: Scene, p: dict):
     radius = each("radius", present=round_)
     size = each("size", (3,), present=lambda b: b.shape is Shape.BOX)
     length = each("length", present=lambda b: b.shape is Shape.CAPSULE)
-    inertia = _inertia(scene, mass, radius, size, length)
+    inertia = _inertia(scene, p, mass, radius, size, length)
     rolling = (each("rolling_friction") if scene.has_rolling_friction
                else pt.zeros_like(mass))
     body = _packed(BODY, {

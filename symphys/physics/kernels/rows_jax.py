@@ -295,7 +295,8 @@ def _servo_rows(servos, joint, motor, action, consts, bodies, options):
 
 
 def _apply_torques(V, torques, joint, motor, action, consts, bodies, options):
-    """V after the direct-torque motors' impulses clip(command dt, +-max_torque dt)."""
+    """V after the direct-torque motors' impulses clip(gain command dt,
+    +-max_torque dt)."""
     if torques.shape[0] == 0:
         return V
     dt = options[Option.DT]
@@ -307,7 +308,8 @@ def _apply_torques(V, torques, joint, motor, action, consts, bodies, options):
     pose, angular, direction, _ = _motor_axis(torques, joint, bodies)
     _, _, dir_a, dir_b, _ = bodies.axis_row(angular, direction, pose, a, b)
     bound = mp[:, MOTOR.at("max_torque")] * dt
-    impulse = jnp.where(real, clip(command * dt, -bound, bound), 0.0)[:, None]
+    torque = mp[:, MOTOR.at("gain")] * command
+    impulse = jnp.where(real, clip(torque * dt, -bound, bound), 0.0)[:, None]
     V = V.at[jnp.where(real, a, n)].add(dir_a * impulse, mode="drop")
     return V.at[jnp.where(real & (b >= 0), b, n)].add(dir_b * impulse, mode="drop")
 

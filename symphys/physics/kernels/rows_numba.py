@@ -296,14 +296,14 @@ def _motor_row(s, joint, motor, action, item, motor_consts, dt, body, inv_i, row
 @leaf
 def torque_impulses(s, joint, motor, action, torques, motor_consts, options, body, inv_i,
                     vel, row):
-    """Direct-torque motors' impulses clip(command dt, +-max_torque dt),
+    """Direct-torque motors' impulses clip(gain command dt, +-max_torque dt),
     applied to vel (N, 6) in place; row (ROW.width,) is scratch."""
     dt = options[O_DT]
     for q in range(torques.shape[0]):
         row[:] = 0.0
         _, command, most, _ = _motor_row(s, joint, motor, action, torques[q], motor_consts, dt,
                                          body, inv_i, row)
-        impulse = vn.clip(command * dt, -most, most)
+        impulse = vn.clip(motor[torques[q, I_INDEX], GAIN] * command * dt, -most, most)
         apply_impulse(row, vel, torques[q, I_A], torques[q, I_B], impulse)
 
 

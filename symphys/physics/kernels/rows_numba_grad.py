@@ -150,7 +150,8 @@ def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, 
         lo, hi = motor_consts[m, 0], motor_consts[m, 1]
         command = vn.clip(action[m], lo, hi)
         most = motor[m, MAX_TORQUE] * dt
-        impulse = vn.clip(command * dt, -most, most)
+        gain = motor[m, GAIN]
+        impulse = vn.clip(gain * command * dt, -most, most)
         grow[:] = 0.0
         g_imp = 0.0
         for k in range(6):
@@ -165,9 +166,10 @@ def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, 
                            gp)
         _direction_vjp(kind, axis, gp, g_d)
         joint_pose_vjp(s, joint[j], a, b, gp, g_s, g_joint[j])
-        g_x, g_lo, g_hi = clip_vjp(command * dt, -most, most, g_imp)
+        g_x, g_lo, g_hi = clip_vjp(gain * command * dt, -most, most, g_imp)
         g_motor[m, MAX_TORQUE] += dt * (g_hi - g_lo)
-        g_act, _, _ = clip_vjp(action[m], lo, hi, dt * g_x)
+        g_motor[m, GAIN] += command * dt * g_x
+        g_act, _, _ = clip_vjp(action[m], lo, hi, gain * dt * g_x)
         g_action[m] += g_act
 
 
