@@ -203,7 +203,7 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
             if d.chance(0.7):
                 fields["damping"] = d.uniform(0.0, 2.0)
         if kind in ("hinge", "slider"):
-            for key in ("viscous_damping", "dry_friction"):
+            for key in ("viscous_damping", "dry_friction", "armature"):
                 if d.chance(0.3):
                     fields[key] = _zero_or(d, 0.2, 0.0, 2.0)
         b.joint(f"j{len(joints)}", kind, parent, child, **fields)

@@ -59,13 +59,13 @@ def test_masses_inertias_and_axes_are_mujocos(path):
     assert motor.command_range == tuple(m.actuator_ctrlrange[0])
 
 
-def _double_pendulum_paths(dt: float, ctrl: np.ndarray):
+def _double_pendulum_paths(path, dt: float, ctrl: np.ndarray):
     """Centres of mass (steps + 1, bodies, 3) of the double pendulum on its
     cart in MuJoCo (Euler) and symphys at time step dt under the force
     sequence ctrl (steps,), gravity reversed so the poles hang (both
     engines, the same file)."""
     gravity = np.array([0.0, 0.0, 9.81])
-    m, d = _compiled(DOUBLE, dt)
+    m, d = _compiled(path, dt)
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     m.opt.gravity[:] = gravity
     theirs = [d.xipos[1:].copy()]
@@ -73,7 +73,7 @@ def _double_pendulum_paths(dt: float, ctrl: np.ndarray):
         d.ctrl[0] = u
         mujoco.mj_step(m, d)
         theirs.append(d.xipos[1:].copy())
-    scene = dataclasses.replace(sp.load_mjcf(DOUBLE), dt=dt)
+    scene = dataclasses.replace(sp.load_mjcf(path), dt=dt)
     schedule = nn.Schedule(1, steps=len(ctrl), dt=dt)
     u = pt.tensor("u", shape=(len(ctrl), 1), dtype="float64")
     tr = rollout(scene, len(ctrl), params={"world.gravity": gravity}, controller=schedule,
@@ -83,18 +83,24 @@ def _double_pendulum_paths(dt: float, ctrl: np.ndarray):
     return np.asarray(mine), np.array(theirs)
 
 
-def test_motion_under_a_force_sequence_agrees_with_mujoco():
+@pytest.mark.parametrize("armature", [0.0, 0.3])
+def test_motion_under_a_force_sequence_agrees_with_mujoco(armature, tmp_path):
     """1 s of the double pendulum on its cart driven by a smooth random
-    force (+-150 N): both engines integrate with semi-implicit Euler steps
-    (symphys: constraint impulses on every body; MuJoCo: generalised
-    coordinates), so they differ by O(dt). Measured: the centres of mass
-    stay within 2.2 mm at dt = 1 ms (of 0.8 m travelled), and the gap halves
-    with dt (first order: both converge to the same motion)."""
+    force (+-150 N), as shipped and with armature 0.3 on its three joints
+    (one file, read by both engines): both integrate with semi-implicit
+    Euler steps (symphys: constraint impulses on every body; MuJoCo:
+    generalised coordinates), so they differ by O(dt). Measured: the
+    centres of mass stay within 2.3 mm at dt = 1 ms (of 0.76-0.8 m
+    travelled), and the gap halves with dt (first order: both converge to
+    the same motion)."""
+    path = tmp_path / "double.xml"
+    path.write_text(DOUBLE.read_text().replace(
+        '<joint damping="0.05"/>', f'<joint damping="0.05" armature="{armature}"/>'))
     knots = np.random.default_rng(0).uniform(-0.3, 0.3, size=11)    # ctrl at 0, 0.1, ... 1 s
     gaps = []
     for dt in (1e-3, 5e-4):
         ctrl = np.interp(np.arange(int(round(1.0 / dt))) * dt, np.linspace(0, 1, 11), knots)
-        mine, theirs = _double_pendulum_paths(dt, ctrl)
+        mine, theirs = _double_pendulum_paths(path, dt, ctrl)
         assert np.abs(theirs - theirs[0]).max() > 0.5          # it moves
         gaps.append(np.abs(mine - theirs).max())
     assert gaps[0] < 3e-3, gaps
@@ -133,7 +139,7 @@ def test_gradients_of_an_imported_link_length_and_gain_match_central_differences
 
 
 @pytest.mark.parametrize("xml, where, why", [
-    ("<mujoco><worldbody><body name='a'><joint name='j' type='hinge' armature='1'/>"
+    ("<mujoco><worldbody><body name='a'><joint name='j' type='ball' armature='1'/>"
      "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "joint 'j'", "armature"),
     ("<mujoco><worldbody><body name='a'><joint name='j' type='hinge' stiffness='3'/>"
      "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "joint 'j'", "stiffness"),
@@ -156,6 +162,49 @@ def test_unsupported_elements_are_refused_naming_them(xml, where, why):
     with pytest.raises(sp.SymphysError) as err:
         sp.load_mjcf(xml)
     assert where in str(err.value) and why in str(err.value), str(err.value)
+
+
+def test_armature_heavier_than_symphys_holds_is_refused_or_dropped():
+    """gymnasium's ant: armature 1 on 40-g legs, 2,000-3,500 times what its
+    joints turn, is refused naming the joint and the ratio; dropped and
+    listed on request. The double pendulum's 0.3 (4 times) carries over."""
+    ant = gymnasium_assets / "ant.xml"
+    with pytest.raises(sp.SceneError, match=r"joint 'hip_1'.*3521 times.*heavy_armature"):
+        sp.load_mjcf(ant)
+    model = mujoco.MjModel.from_xml_path(str(ant))
+    out = convert_model(model, heavy_armature="drop")
+    assert len(out.dropped) == 8 and all("armature" in line for line in out.dropped)
+    assert all(j.armature == 0.0 for j in out.scene.joints)
+    light = DOUBLE.read_text().replace('<joint damping="0.05"/>',
+                                       '<joint damping="0.05" armature="0.3"/>')
+    assert [j.armature for j in sp.load_mjcf(light).joints] == [0.3, 0.3, 0.3]
+
+
+def test_an_ant_dropped_on_the_ground_settles_where_mujocos_does(tmp_path):
+    """gymnasium's ant without its armature (one file, both engines; MuJoCo
+    at its defaults, symphys with 100 sweeps), dropped from 0.75 m at
+    dt = 5 ms: after 2 s both stand still on their four feet, the torso's
+    centre within 5 mm of MuJoCo's 0.380 m (measured: 0.377 m at 100
+    sweeps, 0.382 m at 300; at 8 sweeps the light legs fold and the torso
+    sits on the ground at 0.27 m). The 2 cm of geom margins MuJoCo keeps
+    between feet and floor are in it (the shapes grow by their margins)."""
+    path = tmp_path / "ant.xml"
+    path.write_text((gymnasium_assets / "ant.xml").read_text().replace('armature="1"',
+                                                                      'armature="0"'))
+    dt, steps = 0.005, 400
+    m, d = _compiled(path, dt)
+    for _ in range(steps):
+        mujoco.mj_step(m, d)
+    scene = sp.load_mjcf(path)
+    scene = dataclasses.replace(scene, dt=dt, solver=dataclasses.replace(scene.solver,
+                                                                         iterations=100))
+    traj = sp.simulate(scene, steps)
+    mine = traj.position["torso"]
+    assert abs(mine[-1, 2] - d.xipos[1][2]) < 5e-3, (mine[-1], d.xipos[1])
+    assert np.abs(mine[-1, :2]).max() < 1e-3 and np.abs(d.xipos[1][:2]).max() < 1e-3
+    assert np.abs(traj.velocity["torso"][-1]).max() < 1e-2 and np.abs(d.qvel[:3]).max() < 1e-2
+    feet = [n for n in scene.body_names if n.startswith("body")]
+    assert len(feet) == 4 and all(traj.position[f][-1, 2] < 0.3 for f in feet)
 
 
 def test_dropping_unsupported_geoms_lists_them():
@@ -241,3 +290,19 @@ def test_the_command_line_simulates_a_robot_file(capsys):
     assert cli(["simulate", str(CART_POLE), "--steps", "5"]) == 0
     assert "pole" in capsys.readouterr().out
 
+
+
+def test_the_bench_ant_is_gymnasiums_file_on_both_engines():
+    """`symphys bench --scenes ant`: symphys reads gymnasium's ant.xml and
+    MuJoCo's peer times that very file."""
+    from symphys.bench.cases import bench_scene, robot_file
+    from symphys.bench.runner import measure_peer
+
+    path = robot_file("ant")
+    assert path == gymnasium_assets / "ant.xml"
+    scene = bench_scene("ant")
+    assert len(scene.bodies) == 13 and len(scene.motors) == 8
+    assert {j.armature for j in scene.joints} == {0.0}        # too heavy: left out
+    rows = measure_peer("mujoco", "ant", 2)
+    assert [r["method"] for r in rows] == ["mj_step", "rollout"]
+    assert all(r["scene"] == "ant" and r["ns_per_world_step"] > 0 for r in rows)

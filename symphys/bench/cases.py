@@ -3,12 +3,25 @@ quick selection the test suite runs."""
 
 from __future__ import annotations
 
+import importlib
+import warnings
+from pathlib import Path
+
 from symphys.compiler.loops import Loops
 from symphys.compiler.rewrites import default_for
+from symphys.errors import SymphysError
+from symphys.mjcf import load_mjcf
+from symphys.scene.reader import load_scene
+from symphys.scene.scene import Scene
 
 STEPS = 200
 REPEATS = 5
-SCENES = ("ball", "spheres16", "arm", "quadruped", "array")
+# Robots read from the MJCF files other packages ship: bench name ->
+# (package, file in it). MuJoCo runs the very same file beside symphys.
+# symphys reads them without the armature it cannot hold (`mjcf.read.ARMATURE_LIMIT`);
+# MuJoCo runs the file as it is.
+ROBOT_FILES = {"ant": ("gymnasium", "envs/mujoco/assets/ant.xml")}
+SCENES = ("ball", "spheres16", "arm", "quadruped", "array", *ROBOT_FILES)
 BATCHES = (1, 16, 128, 1024)
 # "numba": loops compiled (`Loops.COMPILED`, the steady state of the default
 # `Loops.AUTO`); "numba-interpreted": loops in the Python VM, kernels compiled
@@ -18,6 +31,30 @@ ARRAY_BODIES = 16                  # spheres per world in the `array` scene
 QUICK_CASES = (("ball", 1, "numba", True), ("spheres16", 64, "numba", True),
                ("array", 64, "numba", True), ("array", 64, "numba", False))
 SPHERE_SCENES = ("spheres16",)   # the kernel's scenes (ball.json has rolling friction)
+
+
+def robot_file(name: str) -> Path | None:
+    """The MJCF file of a bench robot (`ROBOT_FILES`), None for a scene."""
+    if name not in ROBOT_FILES:
+        return None
+    package, inside = ROBOT_FILES[name]
+    try:
+        module = importlib.import_module(package)
+    except ImportError:
+        raise SymphysError(f"bench scene {name!r} is {package}'s {inside}: "
+                           f"pip install {package}") from None
+    return Path(module.__file__).parent / inside
+
+
+def bench_scene(name: str) -> Scene:
+    """A bench scene by name: a shipped scene, or a robot file read with
+    `load_mjcf`."""
+    path = robot_file(name)
+    if path is None:
+        return load_scene(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")           # the armature left out (documented)
+        return load_mjcf(path, heavy_armature="drop")
 
 
 def engine(bench_backend: str) -> tuple:

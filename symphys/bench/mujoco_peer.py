@@ -1,5 +1,6 @@
 """MuJoCo as a speed peer of `symphys bench`, on the same scene as an MJCF
-model (`symphys.mjcf.write`): `time_mj_step` (a Python loop of
+model (`symphys.mjcf.write`), or on the very file a robot was read from
+(`model_file`): `time_mj_step` (a Python loop of
 `mujoco.mj_step` over B `MjData`) and `time_rollout` (`mujoco.rollout`, C++
 threads). Both report nanoseconds per world-step (one world advanced by dt).
 """
@@ -57,7 +58,10 @@ def initial_states(model, data, batch: int, seed: int = 0) -> np.ndarray:
     free = [model.jnt_qposadr[j] for j in range(model.njnt)
             if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
     for i in range(batch):
-        mujoco.mj_resetDataKeyframe(model, data, 0)
+        if model.nkey:
+            mujoco.mj_resetDataKeyframe(model, data, 0)
+        else:
+            mujoco.mj_resetData(model, data)
         if batch > 1:
             for adr in free:
                 jitter = rng.uniform(-0.05, 0.05, size=3)
@@ -77,13 +81,22 @@ def _time(run, repeats: int) -> tuple[float, tuple[float, ...]]:
     return statistics.median(times), tuple(times)
 
 
+def _model(scene: Scene, options: MjcfOptions, model_file):
+    """(MjModel, MjData): the scene written as MJCF, or `model_file` as read."""
+    if model_file is None:
+        return load_model(scene, options)
+    mujoco = import_mujoco()
+    model = mujoco.MjModel.from_xml_path(str(model_file))
+    return model, mujoco.MjData(model)
+
+
 def time_mj_step(scene: Scene, steps: int = 200, batch: int = 1, *, repeats: int = 5,
-                 options: MjcfOptions = MjcfOptions()) -> dict:
+                 options: MjcfOptions = MjcfOptions(), model_file=None) -> dict:
     """Time a Python loop of `mujoco.mj_step` over `batch` MjData for `steps`
     steps (controls 0: servos hold the initial pose). Returns
     `PeerTiming.as_dict()`: ns_per_world_step, mujoco_version, ..."""
     mujoco = import_mujoco()
-    model, data = load_model(scene, options)
+    model, data = _model(scene, options, model_file)
     states = initial_states(model, data, batch)
     datas = [mujoco.MjData(model) for _ in range(batch)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -103,7 +116,8 @@ def time_mj_step(scene: Scene, steps: int = 200, batch: int = 1, *, repeats: int
 
 
 def time_rollout(scene: Scene, steps: int = 200, batch: int = 1, *, repeats: int = 5,
-                 nthread: int | None = None, options: MjcfOptions = MjcfOptions()) -> dict:
+                 nthread: int | None = None, options: MjcfOptions = MjcfOptions(),
+                 model_file=None) -> dict:
     """Time `mujoco.rollout` of `batch` worlds for `steps` steps (controls 0)
     on a pool of `nthread` threads (default: the CPU count when batch > 1,
     else 0 = the calling thread); output arrays are allocated once, outside
@@ -111,7 +125,7 @@ def time_rollout(scene: Scene, steps: int = 200, batch: int = 1, *, repeats: int
     mujoco = import_mujoco()
     from mujoco import rollout
 
-    model, data = load_model(scene, options)
+    model, data = _model(scene, options, model_file)
     states = initial_states(model, data, batch)
     if nthread is None:
         nthread = min(os.cpu_count() or 1, batch) if batch > 1 else 0

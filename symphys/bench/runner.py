@@ -44,7 +44,7 @@ from symphys.bench import array_step
 from symphys.bench import camera as camera_bench
 from symphys.bench import mujoco_peer
 from symphys.bench.cases import (ARRAY_BODIES, BACKENDS, REPEATS, SCENES, SPHERE_SCENES, STEPS,
-                                 engine, select_cases)
+                                 bench_scene, engine, robot_file, select_cases)
 from symphys.bench.report import case_key, merge_into, plot, print_report, ratios, targets
 from symphys.bench.timing import (TIME_BUDGET_S, child_env, median_time, memory_mb, reset_peak,
                                   run_child)
@@ -54,7 +54,6 @@ from symphys.compiler.caches import function_files
 from symphys.compiler.loops import loops
 from symphys.errors import ParameterError
 from symphys.loop.adjoint import LoopOptions
-from symphys.scene.reader import load_scene
 
 
 def _batched_params(scene, batch: int, rng) -> dict:
@@ -91,7 +90,7 @@ def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = ST
     shipped scene, `steps` steps (reverse-pass `options`:
     `symphys.loop.adjoint.LoopOptions`); the seconds run from asking for each
     function until its first call returned."""
-    scene = load_scene(scene_name)
+    scene = bench_scene(scene_name)
     params = _batched_params(scene, batch, np.random.default_rng(0))
     args, batched = parameter_values(scene, params)
     loss = bench_loss
@@ -186,7 +185,7 @@ def memory_comparison(scene: str = "quadruped", batch: int = 128, seconds: float
                       backend: str = "jax", checkpoint: int = 50) -> list[dict]:
     """The memory figure: the gradient of a `seconds`-long rollout at
     `batch`, without and with checkpoints, each in its own child."""
-    steps = int(round(seconds / load_scene(scene).dt))
+    steps = int(round(seconds / bench_scene(scene).dt))
     steps -= steps % checkpoint
     rows = []
     for k in (0, checkpoint):
@@ -202,12 +201,13 @@ def memory_comparison(scene: str = "quadruped", batch: int = 128, seconds: float
 def measure_peer(kind: str, scene_name: str, batch: int) -> list[dict]:
     """Time a peer on a shipped scene (called in a child): kind "mujoco"
     (both methods) or "kernel" (the hand-written sphere kernel)."""
-    scene = load_scene(scene_name)
+    scene = bench_scene(scene_name)
     if kind == "mujoco":
-        rows = [mujoco_peer.time_mj_step(scene, STEPS, batch),
-                mujoco_peer.time_rollout(scene, STEPS, batch)]
+        path = robot_file(scene_name)           # a robot file: MuJoCo reads that file
+        rows = [mujoco_peer.time_mj_step(scene, STEPS, batch, model_file=path),
+                mujoco_peer.time_rollout(scene, STEPS, batch, model_file=path)]
         return [dict(r, scene=scene_name) for r in rows]     # the bench's name for it
-    from symphys.bench import sphere_kernel      # brings Numba in: only its peer rows need it
+    from symphys.bench import sphere_kernel  # brings Numba in: only its peer rows need it
 
     params = _batched_params(scene, batch, np.random.default_rng(0))
     constants = sphere_kernel.prepare(scene, params)

@@ -20,6 +20,9 @@ def add_parser(sub) -> None:
     p.add_argument("--drop-unsupported", action="store_true",
                    help="leave out geoms symphys cannot represent (each is listed) instead "
                         "of refusing the file")
+    p.add_argument("--drop-heavy-armature", action="store_true",
+                   help="leave out armature heavier than symphys holds (each is listed) "
+                        "instead of refusing the file")
     p.add_argument("--cylinders-as-capsules", action="store_true",
                    help="collide cylinders as capsules of the same radius and axis segment")
     p.set_defaults(func=cli_main)
@@ -33,6 +36,7 @@ def cli_main(args) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         scene = load(args.robot, on_unsupported="drop" if args.drop_unsupported else "error",
+                     heavy_armature="drop" if args.drop_heavy_armature else "error",
                      cylinders_as_capsules=args.cylinders_as_capsules)
     for warning in caught:
         print(warning.message)

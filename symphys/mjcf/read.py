@@ -13,14 +13,16 @@ What converts:
   geom that collides (or, with none, its one visual geom), which must sit
   at the centre of mass along principal axes (`shapes.body_frame`);
 - joints: free (no joint), hinge, slide and unlimited ball joints, one per
-  body; a body with no joint is welded to its parent (a fixed joint); a
+  body (armature up to ARMATURE_LIMIT times what the joint turns); a body with no joint is welded to its parent (a fixed joint); a
   massless body with no joint and no shape is only a frame and is skipped.
   Ranges become limits measured from `qpos0` (symphys' q is 0 at the
-  initial pose); damping and frictionloss become bearing losses;
+  initial pose); damping, frictionloss and armature carry over;
 - motor actuators on a joint (gear x gain becomes the motor's gain;
   ctrlrange its command range; forcerange its torque bound);
 - a world plane facing +z becomes the ground; contact pairs follow MuJoCo's
-  contype/conaffinity, parent filter, `exclude` and `pair` rules;
+  contype/conaffinity, parent filter, `exclude` and `pair` rules; shapes
+  (and the ground) grow by their geoms' `margin`, where MuJoCo's contacts
+  hold them apart (`shapes.shape_fields`);
 - timestep and gravity. The solver keeps symphys' defaults.
 
 Everything else is refused with one error naming the element, the
@@ -49,6 +51,13 @@ from symphys.scene.scene import Scene
 # A motor whose file bounds neither its command nor its force gets this
 # torque bound (N m or N): no limit in practice, and finite for the solver.
 UNBOUNDED_TORQUE = 1e9
+# The heaviest armature symphys takes, in times what its joint's row turns
+# (`_row_inertia`). The armature row aims each step at the rate the joint
+# had at its start, so a rotor much heavier than its links inherits the
+# solver's leftover errors as momentum: gymnasium's ant (armature 1 on
+# 40-g legs, 2,000-3,500 times) diverges at 8 and 16 sweeps and settles 20%
+# low at 30-120; the double pendulum on its cart at 4 times matches MuJoCo.
+ARMATURE_LIMIT = 10.0
 
 
 class Unsupported(enum.Enum):
@@ -81,31 +90,28 @@ class Conversion:
     dropped: tuple[str, ...] = ()
 
 
-def load_mjcf(source: str | Path, *, on_unsupported: Unsupported | str = Unsupported.ERROR,
-              cylinders_as_capsules: bool = False) -> Scene:
+def load_mjcf(source: str | Path, **options) -> Scene:
     """A symphys `Scene` from an MJCF file (a path, or the XML text itself).
 
-    on_unsupported: "error" (default) refuses a geom that cannot be a body's
-    shape; "drop" leaves it out with a warning listing each one.
-    cylinders_as_capsules: collide cylinders as capsules of the same radius
-    and axis segment (refused otherwise)."""
+    options (`convert_model`): on_unsupported="drop" leaves out the geoms
+    that cannot be a body's shape, heavy_armature="drop" the armature
+    heavier than symphys holds (each listed in a warning; "error", the
+    default, refuses the file); cylinders_as_capsules=True collides
+    cylinders as capsules of the same radius and axis segment."""
     text = str(source)
     if text.lstrip().startswith("<"):
         model, where = _compile(mujoco.MjModel.from_xml_string, text, "<MJCF text>")
     else:
         model, where = _compile(mujoco.MjModel.from_xml_path, _existing(source), str(source))
-    return _finish(convert_model(model, source=where, on_unsupported=on_unsupported,
-                                 cylinders_as_capsules=cylinders_as_capsules))
+    return _finish(convert_model(model, source=where, **options))
 
 
-def load_urdf(path: str | Path, *, on_unsupported: Unsupported | str = Unsupported.ERROR,
-              cylinders_as_capsules: bool = False) -> Scene:
+def load_urdf(path: str | Path, **options) -> Scene:
     """A symphys `Scene` from a URDF file, read by MuJoCo's URDF compiler
     (its `<collision>` elements become geoms; the base link is fixed to the
     world unless the file gives it a floating joint). Options as `load_mjcf`."""
     model, where = _compile(mujoco.MjModel.from_xml_path, _existing(path), str(path))
-    return _finish(convert_model(model, source=where, on_unsupported=on_unsupported,
-                                 cylinders_as_capsules=cylinders_as_capsules))
+    return _finish(convert_model(model, source=where, **options))
 
 
 def _existing(path) -> str:
@@ -124,7 +130,7 @@ def _compile(compile_fn, arg: str, where: str):
 
 def _finish(conversion: Conversion) -> Scene:
     if conversion.dropped:
-        warnings.warn(f"{conversion.scene.source}: left out (on_unsupported='drop'):\n  "
+        warnings.warn(f"{conversion.scene.source}: left out:\n  "
                       + "\n  ".join(conversion.dropped), stacklevel=3)
     return conversion.scene
 
@@ -138,6 +144,7 @@ class _Converter:
     source: str
     drop: bool
     cylinders: bool
+    drop_armature: bool = False
     dropped: list = field(default_factory=list)
 
     def name(self, obj: Obj, i: int, prefix: str) -> str:
@@ -156,13 +163,22 @@ class _Converter:
 
 def convert_model(model, *, source: str = "<model>",
                   on_unsupported: Unsupported | str = Unsupported.ERROR,
+                  heavy_armature: Unsupported | str = Unsupported.ERROR,
                   cylinders_as_capsules: bool = False) -> Conversion:
-    """`Conversion` of a compiled `mujoco.MjModel` (module docstring)."""
-    policy = member(on_unsupported, Unsupported, "on_unsupported",
-                    lambda msg: SceneError(msg, source=source))
+    """`Conversion` of a compiled `mujoco.MjModel` (module docstring).
+
+    on_unsupported: what to do with a geom that cannot be a body's shape;
+    heavy_armature: with an armature above ARMATURE_LIMIT times what its
+    joint turns ("error": refuse; "drop": leave it out, listed)."""
+    def policy(value, what):
+        return member(value, Unsupported, what, lambda msg: SceneError(msg, source=source))
+
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)        # poses at qpos0
-    c = _Converter(model, data, source, policy is Unsupported.DROP, cylinders_as_capsules)
+    c = _Converter(model, data, source,
+                   policy(on_unsupported, "on_unsupported") is Unsupported.DROP,
+                   cylinders_as_capsules,
+                   policy(heavy_armature, "heavy_armature") is Unsupported.DROP)
     _check_model(c)
     ground, pairs, shape_geom = _collisions(c)
     bodies, kept = _bodies(c, shape_geom)
@@ -176,7 +192,7 @@ def convert_model(model, *, source: str = "<model>",
            "joints": _joints(c, kept), "motors": _motors(c),
            "contacts": [{"a": a, "b": b} for a, b in dict.fromkeys(map(tuple, pair_list))]}
     if ground is not None:
-        doc["ground"] = {"height": float(data.geom_xpos[ground][2]),
+        doc["ground"] = {"height": float(data.geom_xpos[ground][2] + model.geom_margin[ground]),
                          "friction": float(model.geom_friction[ground][0])}
     return Conversion(scene_from_dict(doc, source=source), doc, tuple(c.dropped))
 
@@ -201,9 +217,11 @@ def _check_model(c: _Converter) -> None:
         label = f"joint {c.name(Obj.JOINT, j, 'joint')!r}"
         if float(m.jnt_stiffness[j]):
             c.refuse(label, "attribute 'stiffness' (a joint spring) is not supported")
-        dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + _dof_count(m.jnt_type[j]))
-        if any(float(m.dof_armature[k]) for k in dofs):
-            c.refuse(label, "attribute 'armature' (rotor inertia) is not supported yet")
+        if MjJoint(int(m.jnt_type[j])) in (MjJoint.FREE, MjJoint.BALL):
+            dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + _dof_count(m.jnt_type[j]))
+            if any(float(m.dof_armature[k]) for k in dofs):
+                c.refuse(label, "attribute 'armature' on a free or ball joint is not "
+                         "supported (symphys' armature acts on hinges and sliders)")
 
 
 def _dof_count(kind) -> int:
@@ -294,19 +312,52 @@ def _bodies(c: _Converter, shape_geom: dict):
     return docs, kept
 
 
-def _parent(c: _Converter, b: int, kept: dict) -> str:
-    """The nearest kept ancestor of body b, or "world"."""
+def _parent(c: _Converter, b: int, kept: dict) -> int:
+    """The nearest kept ancestor of body b (0: the world)."""
     p = int(c.m.body_parentid[b])
     while p and p not in kept:
         p = int(c.m.body_parentid[p])
-    return kept[p] if p else WORLD
+    return p
+
+
+def _row_inertia(c: _Converter, bodies: tuple[int, int], hinge: bool, axis) -> float:
+    """What a hinge's (slider's) axis row moves at the initial pose: the
+    inertia 1 / (n.I_b^-1 n + n.I_p^-1 n) (the mass 1 / (1/m_b + 1/m_p)) of
+    its two bodies (0: the world, which does not move)."""
+    total = 0.0
+    for body in bodies:
+        if body == 0:
+            continue
+        if hinge:
+            local = c.d.ximat[body].reshape(3, 3).T @ np.asarray(axis)
+            total += float(np.sum(local ** 2 / c.m.body_inertia[body]))
+        else:
+            total += 1.0 / float(c.m.body_mass[body])
+    return 1.0 / total
+
+
+def _armature(c: _Converter, doc: dict, label: str, armature: float, moved: float) -> None:
+    """Put `armature` on the joint document, unless it outweighs what the
+    joint's row moves by more than ARMATURE_LIMIT (refused, or left out and
+    listed with heavy_armature="drop")."""
+    if armature <= ARMATURE_LIMIT * moved:
+        doc["armature"] = armature
+        return
+    why = (f"attribute 'armature' {armature:g} is {armature / moved:.0f} times what the "
+           f"joint turns ({moved:.3g} about its axis at the initial pose); symphys "
+           f"holds armature up to {ARMATURE_LIMIT:g} times that (heavier rotors on "
+           f"light links lose their momentum in the solver's sweeps and can diverge)")
+    if not c.drop_armature:
+        c.refuse(label, why + "; load with heavy_armature='drop' to leave it out")
+    c.dropped.append(f"{label}: {why}: left out")
 
 
 def _joints(c: _Converter, kept: dict) -> list[dict]:
     m, d = c.m, c.d
     docs = []
     for b, name in kept.items():
-        parent = _parent(c, b, kept)
+        parent_id = _parent(c, b, kept)
+        parent = kept[parent_id] if parent_id else WORLD
         count = int(m.body_jntnum[b])
         first = int(m.body_jntadr[b])
         if count == 0:
@@ -342,6 +393,9 @@ def _joints(c: _Converter, kept: dict) -> list[dict]:
             doc["viscous_damping"] = float(m.dof_damping[dof])
         if float(m.dof_frictionloss[dof]):
             doc["dry_friction"] = float(m.dof_frictionloss[dof])
+        if float(m.dof_armature[dof]):
+            _armature(c, doc, label, float(m.dof_armature[dof]),
+                      _row_inertia(c, (b, parent_id), kind is MjJoint.HINGE, d.xaxis[j]))
         docs.append(doc)
     return docs
 

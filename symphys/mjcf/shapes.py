@@ -102,17 +102,24 @@ class BodyShape:
 
 
 def shape_fields(m, g: int, cylinders_as_capsules: bool) -> dict | str:
-    """The scene-file shape fields of geom g, or why it has none."""
+    """The scene-file shape fields of geom g, or why it has none.
+
+    The shape is the geom grown by its `margin`: MuJoCo's contacts act
+    within the sum of two geoms' margins and hold them that far apart at
+    rest (gymnasium's ant stands 2 cm higher with its margins than
+    without), which is where symphys' contacts between the grown shapes
+    hold them (the ground is raised by the plane's margin likewise)."""
     kind = GeomType(int(m.geom_type[g]))
     size = [float(s) for s in m.geom_size[g]]
+    grow = float(m.geom_margin[g])
     if kind is GeomType.SPHERE:
-        return {"shape": Shape.SPHERE.value, "radius": size[0]}
+        return {"shape": Shape.SPHERE.value, "radius": size[0] + grow}
     if kind is GeomType.BOX:
-        return {"shape": Shape.BOX.value, "size": [2 * s for s in size]}
+        return {"shape": Shape.BOX.value, "size": [2 * (s + grow) for s in size[:3]]}
     if kind is GeomType.CAPSULE or (kind is GeomType.CYLINDER and cylinders_as_capsules):
         # A cylinder as the capsule of the same radius and segment: its flat
         # ends become hemispheres (cylinders_as_capsules=True asks for this).
-        return {"shape": Shape.CAPSULE.value, "radius": size[0], "length": 2 * size[1]}
+        return {"shape": Shape.CAPSULE.value, "radius": size[0] + grow, "length": 2 * size[1]}
     if kind is GeomType.CYLINDER:
         return ("symphys has no cylinder; load with cylinders_as_capsules=True to "
                 "collide it as the capsule of the same radius and axis segment")

@@ -375,6 +375,15 @@ def to_mjcf(scene: Scene, options: MjcfOptions = MjcfOptions()) -> str:
             if e.joint.limits is not None and mj.kind in ("hinge", "slide"):
                 attrs["limited"] = "true"
                 attrs["range"] = _fmt(e.joint.limits)
+            if mj.kind in ("hinge", "slide"):
+                # Bearing losses and armature: MuJoCo's damping (implicit
+                # under its Euler integrator, as symphys'), frictionloss and
+                # armature.
+                for key, value in (("damping", e.joint.viscous_damping),
+                                   ("frictionloss", e.joint.dry_friction),
+                                   ("armature", e.joint.armature)):
+                    if value:
+                        attrs[key] = _fmt([value])
             ET.SubElement(el, "joint", attrs)
             qvel += [0.0] * (3 if mj.kind == "ball" else 1)
         ET.SubElement(el, "inertial", pos="0 0 0", mass=repr(float(b.mass)),

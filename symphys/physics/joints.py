@@ -36,7 +36,7 @@ from symphys.physics.algebra import (Mat3, Vec3, cross, dot, matmul, matTvec, ma
 from symphys.physics.contacts import Gather
 from symphys.physics.model import State, _stack_bodies
 from symphys.physics.solver import (BoundedRow, Mobility, RowBlock, RowGroup, RowKind, RowSpec,
-                                    row_block, row_group)
+                                    row_block, row_group, velocity_matrix)
 from symphys.scene.elements import WORLD, JointType, MotorMode
 from symphys.scene.scene import Scene
 from symphys.tree import tree_map
@@ -154,6 +154,7 @@ class JointFrames:
     frame_b: Mat3
     viscous: object = None           # bearing losses (Bp, J), when the scene has them
     dry: object = None
+    armature: object = None
 
 
 @dataclass(frozen=True)
@@ -218,8 +219,8 @@ def build_joint_arrays(scene: Scene, p: dict):
                 frame_b = matmul(transpose(rb), frame)
             # Joints without losses (ball, fixed, universal) get zeros.
             drag = ((p.get(f"{j.name}.viscous_damping", 0.0),
-                     p.get(f"{j.name}.dry_friction", 0.0))
-                    if scene.has_joint_drag else (None, None))
+                     p.get(f"{j.name}.dry_friction", 0.0), p.get(f"{j.name}.armature", 0.0))
+                    if scene.has_joint_drag else (None, None, None))
             per_joint.append(JointFrames(local_a, local_b, frame_a, frame_b, *drag))
         frames = tree_map(lambda *values: stack(list(values)), *per_joint)
     motors = None
@@ -483,22 +484,25 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
 
 def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobility,
               state: State) -> list[BoundedRow]:
-    """Bearing losses of one block of hinges or sliders: two rows on the
-    joint rate q', swept with the joints.
+    """Bearing losses and armature of one block of hinges or sliders: two
+    rows on the joint rate q', swept with the joints.
 
-    Viscous damping c: a soft row aiming at q' = 0 with softness
-    gamma = 1 / (c dt), so that the sweeps converge to the implicit damper
-    impulse -c dt q'_after on the whole articulated chain (stable for any
-    c; no impulse at c = 0). Dry friction f: a stiff row aiming at q' = 0
-    whose impulse stays within +-f dt (Coulomb friction: the joint sticks
-    while its load is below f)."""
+    Viscous damping c and armature I_a: a soft row whose sweeps converge to
+    the impulse -c dt q'_after - I_a (q'_after - q'_start) on the whole
+    articulated chain (implicit, so stable for any c and I_a; q'_start: the
+    rate at the step's start): softness gamma = 1 / K with K = I_a + c dt,
+    target I_a q'_start / K; no impulse when K = 0. Dry friction f: a stiff
+    row aiming at q' = 0 whose impulse stays within +-f dt (Coulomb
+    friction: the joint sticks while its load is below f)."""
     dt = scene.dt
     pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
                  len(scene.joints))
     gj = Gather(block.joints, len(scene.joints))
     row = _axis_row(block.type, RowKind.MOTOR, pose.axis_b, pose, mob, 0.0)
-    cdt = gj.take(frames.viscous) * dt
-    viscous = replace(row, m_soft=cdt * row.m_eff / (cdt + row.m_eff),
-                      gamma=safe_div(1.0, cdt))
+    armature = gj.take(frames.armature)
+    k = armature + gj.take(frames.viscous) * dt
+    rate = row.velocity(velocity_matrix(state.velocity, state.angular_velocity))
+    viscous = replace(row, m_soft=k * row.m_eff / (k + row.m_eff), gamma=safe_div(1.0, k),
+                      target=safe_div(armature * rate, k))
     bound = gj.take(frames.dry) * dt
     return [BoundedRow(viscous), BoundedRow(row, lower=-bound, upper=bound)]

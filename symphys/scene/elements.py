@@ -230,7 +230,9 @@ class Joint:
     stay stiff); None: stiff. viscous_damping c and dry_friction f (hinges
     and sliders): the joint feels a torque (or force) -c dq/dt (N m s/rad,
     N s/m) and Coulomb friction of at most f (N m, N) against its rate:
-    bearing losses."""
+    bearing losses. armature I_a (hinges and sliders; kg m^2, kg): the
+    inertia of a rotor geared to the joint, a torque -I_a d2q/dt2 (MuJoCo's
+    `armature`)."""
 
     name: str
     type: JointType
@@ -244,11 +246,13 @@ class Joint:
     damping: float = 0.0
     viscous_damping: float = 0.0
     dry_friction: float = 0.0
+    armature: float = 0.0
 
     @property
     def has_drag(self) -> bool:
-        """Whether the joint has bearing losses (viscous or dry)."""
-        return self.viscous_damping > 0 or self.dry_friction > 0
+        """Whether the joint has bearing losses (viscous or dry) or armature:
+        rows on its rate."""
+        return self.viscous_damping > 0 or self.dry_friction > 0 or self.armature > 0
 
     @property
     def softness(self) -> tuple[float, float] | None:
@@ -476,7 +480,7 @@ def check_inertia(moments, fail) -> None:
 FIELD_SIGNS = {
     **dict.fromkeys(("mass", "radius", "size", "length", "inertia", "constraint_frequency",
                      "contact_stiffness"), Sign.POSITIVE),
-    **dict.fromkeys(("friction", "restitution", "rolling_friction", "viscous_damping",
+    **dict.fromkeys(("friction", "restitution", "rolling_friction", "viscous_damping", "armature",
                      "dry_friction", "constraint_damping", "contact_damping",
                      "velocity_damping", *MOTOR_FIELDS), Sign.NONNEGATIVE),
 }

@@ -272,17 +272,18 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
         if r.has("damping") and frequency is None:
             r.fail("damping", "only a soft joint has damping: give its frequency (Hz) too; "
                    "for bearing losses use viscous_damping or dry_friction")
-        for key in ("viscous_damping", "dry_friction"):
+        for key in ("viscous_damping", "dry_friction", "armature"):
             if r.has(key) and kind not in (JointType.HINGE, JointType.SLIDER):
-                r.fail(key, f"only hinges and sliders have bearing losses, not a "
-                       f"{kind.value} joint")
+                r.fail(key, f"only hinges and sliders have bearing losses and armature, not "
+                       f"a {kind.value} joint")
         joints.append(Joint(name=name, type=kind, parent=parent, child=child,
                             anchor=anchor, axis=axis,
                             limits=value_range(r, "limits") if used["limits"] else None,
                             axis2=axis2, frequency=frequency,
                             damping=r.number("damping", 0.0, sign=Sign.NONNEGATIVE),
                             viscous_damping=r.number("viscous_damping", 0.0),
-                            dry_friction=r.number("dry_friction", 0.0)))
+                            dry_friction=r.number("dry_friction", 0.0),
+                            armature=r.number("armature", 0.0)))
     return tuple(joints)
 
 

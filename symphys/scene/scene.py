@@ -124,6 +124,7 @@ class Scene:
         for j in self.drag_joints:
             values[f"{j.name}.viscous_damping"] = j.viscous_damping
             values[f"{j.name}.dry_friction"] = j.dry_friction
+            values[f"{j.name}.armature"] = j.armature
         for m in self.motors:
             for key in MOTOR_FIELDS:
                 values[f"{m.name}.{key}"] = getattr(m, key)
@@ -161,9 +162,9 @@ class Scene:
 
     @property
     def has_joint_drag(self) -> bool:
-        """Whether hinges and sliders carry bearing losses (any joint > 0);
-        then every hinge and slider has the parameters
-        `<joint>.viscous_damping` and `<joint>.dry_friction`."""
+        """Whether hinges and sliders carry bearing losses or armature (any
+        joint > 0); then every hinge and slider has the parameters
+        `<joint>.viscous_damping`, `<joint>.dry_friction` and `<joint>.armature`."""
         return any(j.has_drag for j in self.joints)
 
     def structure_key(self) -> str:

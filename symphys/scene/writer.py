@@ -66,7 +66,7 @@ def _joint(joint: Joint) -> dict:
     if joint.type is JointType.UNIVERSAL:
         names.append("axis2")
     if joint.type in (JointType.HINGE, JointType.SLIDER):
-        names += ["limits", "viscous_damping", "dry_friction"]
+        names += ["limits", "viscous_damping", "dry_friction", "armature"]
     if joint.frequency is not None:
         names += ["frequency", "damping"]
     return _fields(joint, names)

@@ -43,8 +43,9 @@ holds is the reference's (`symphys.physics.solver`, `symphys.physics.joints`):
 - joint: point rows then angular rows (`joints.joint_rows`: mass the
   effective mass, target from the position error and the anchors' drift,
   keep from the joint's softness), then with limits two LOWER 0 rows;
-- bearing losses: a viscous row (mass c dt m / (c dt + m),
-  gamma 1 / (c dt), FREE) and a dry-friction row (BOX +-f dt);
+- bearing losses and armature: a soft row (K = I_a + c dt; mass
+  K m / (K + m), gamma 1 / K, target I_a q'_start / K, FREE) and a
+  dry-friction row (BOX +-f dt);
 - servo: one BOX row (+-max_torque dt) aiming at the clipped rate.
 
 Each stage has a Numba kernel (`*_numba`), a JAX kernel (`*_jax`,

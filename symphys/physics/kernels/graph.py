@@ -103,8 +103,8 @@ def unpack_model(scene, body, world, joint, motor):
         drag = scene.has_joint_drag
         frames = JointFrames(*(part(joint, JOINT, k) for k in
                                ("anchor_a", "anchor_b", "frame_a", "frame_b")),
-                             part(joint, JOINT, "viscous") if drag else None,
-                             part(joint, JOINT, "dry") if drag else None)
+                             *(part(joint, JOINT, k) if drag else None
+                               for k in ("viscous", "dry", "armature")))
     if scene.motors:
         motors = MotorArrays(*(part(motor, MOTOR, k) for k in MOTOR.names))
     return bodies, worlds, frames, motors

@@ -181,7 +181,7 @@ def _joints(scene: Scene, p: dict, position, rotation):
 
     return _packed(JOINT, {"anchor_a": point_a, "anchor_b": point_b, "frame_a": frame_a,
                            "frame_b": frame_b, "viscous": loss("viscous_damping"),
-                           "dry": loss("dry_friction")})
+                           "dry": loss("dry_friction"), "armature": loss("armature")})
 
 
 def packed_model(scene: Scene, p: dict):

@@ -254,21 +254,27 @@ def _joint_rows(w, joints, consts, joint, bodies, options):
     return block, count
 
 
-def _drag_rows(drags, joint, bodies, options):
-    """Bearing losses: a viscous (FREE) and a dry-friction (BOX) row per item."""
+def _drag_rows(drags, joint, bodies, start, options):
+    """Bearing losses and armature: a soft (FREE) row of gamma 1/K aiming at
+    I_a q'_start / K (K = I_a + c dt; start (N, 6): the step's starting
+    velocities) and a dry-friction (BOX) row per item."""
     dt = options[Option.DT]
     kind, a, b = drags[:, Item.KIND], drags[:, Item.A], drags[:, Item.B]
     jp = joint[drags[:, Item.INDEX]]
     pose = joint_pose(jp, a, b, bodies.x, bodies.rot)
     angular = (kind == _HINGE) | (kind == _UNIVERSAL)
     jac_a, jac_b, dir_a, dir_b, m_eff = bodies.axis_row(angular, pose["axis_b"], pose, a, b)
-    cdt = jp[:, JOINT.at("viscous")] * dt
-    den = cdt + m_eff
+    armature = jp[:, JOINT.at("armature")]
+    big_k = armature + jp[:, JOINT.at("viscous")] * dt
+    den = big_k + m_eff
     ok = den != 0
-    m_visc = jnp.where(ok, cdt * m_eff / jnp.where(ok, den, 1.0), 0.0)
+    m_visc = jnp.where(ok, big_k * m_eff / jnp.where(ok, den, 1.0), 0.0)
+    n = start.shape[0]
+    rate = (jac_a * start[jnp.clip(a, 0, n - 1)]).sum(-1) + jnp.where(
+        b >= 0, (jac_b * start[jnp.clip(b, 0, n - 1)]).sum(-1), 0.0)
     bound = jp[:, JOINT.at("dry")] * dt
-    viscous = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_visc, safe_div(1.0, cdt), 0.0, 1.0,
-                         -INF, INF, 0.0)
+    viscous = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_visc, safe_div(1.0, big_k),
+                         safe_div(armature * rate, big_k), 1.0, -INF, INF, 0.0)
     dry = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_eff, 0.0, 0.0, 1.0, -bound, bound, 0.0)
     return jnp.stack([viscous, dry], axis=1), 2 + 0 * a
 
@@ -336,7 +342,9 @@ def _world(state, body, world, joint, motor, action, contacts, joints, drags, se
         block, count = _joint_rows(V[:, 3:], joints, joint_consts, joint, bodies, options)
         rows = _scatter(rows, joints, block, count)
     if drags.shape[0]:
-        rows = _scatter(rows, drags, *_drag_rows(drags, joint, bodies, options))
+        start = jnp.concatenate([state[:, STATE.velocity], state[:, STATE.angular_velocity]],
+                                axis=-1)
+        rows = _scatter(rows, drags, *_drag_rows(drags, joint, bodies, start, options))
     if servos.shape[0]:
         rows = _scatter(rows, servos, *_servo_rows(servos, joint, motor, action, motor_consts,
                                                    bodies, options))

@@ -39,9 +39,10 @@ G_FRICTION, G_RESTITUTION, G_ROLL = WORLD.at("ground_friction"), \
     WORLD.at("ground_restitution"), WORLD.at("ground_rolling_friction")
 FREQUENCY, DAMPING_RATIO, VELOCITY_DAMPING = WORLD.at("constraint_frequency"), \
     WORLD.at("constraint_damping"), WORLD.at("velocity_damping")
-VISCOUS, DRY = JOINT.at("viscous"), JOINT.at("dry")
+VISCOUS, DRY, ARMATURE = JOINT.at("viscous"), JOINT.at("dry"), JOINT.at("armature")
 GAIN, MAX_VELOCITY, MAX_TORQUE = MOTOR.at("gain"), MOTOR.at("max_velocity"), \
     MOTOR.at("max_torque")
+JAC_A, JAC_B = ROW.at("jac_a"), ROW.at("jac_b")
 DIR_A, DIR_B, ROW_WIDTH = ROW.at("dir_a"), ROW.at("dir_b"), ROW.width
 MASS, GAMMA, TARGET, KEEP = ROW.at("mass"), ROW.at("gamma"), ROW.at("target"), ROW.at("keep")
 LOWER, UPPER, MU = ROW.at("lower"), ROW.at("upper"), ROW.at("mu")
@@ -257,8 +258,20 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
 
 
 @leaf
+def start_rate(row, s, a, b):
+    """J v of `row` at the state's velocities s (N, 18) (b < 0: the world)."""
+    jv = 0.0
+    for k in range(3):
+        jv += row[JAC_A + k] * s[a, V + k] + row[JAC_A + 3 + k] * s[a, W + k]
+        if b >= 0:
+            jv += row[JAC_B + k] * s[b, V + k] + row[JAC_B + 3 + k] * s[b, W + k]
+    return jv
+
+
+@leaf
 def drag_rows(s, joint, drags, options, body, inv_i, out):
-    """Viscous and dry bearing-loss rows (`joints.drag_rows`)."""
+    """Bearing-loss and armature rows (`joints.drag_rows`): K = I_a + c dt,
+    a soft row of gamma 1/K aiming at I_a q'_start / K, and the dry row."""
     dt = options[O_DT]
     for q in range(drags.shape[0]):
         kind, a, b, j, r = (drags[q, I_KIND], drags[q, I_A], drags[q, I_B], drags[q, I_INDEX],
@@ -268,9 +281,11 @@ def drag_rows(s, joint, drags, options, body, inv_i, out):
         m_eff = axis_row(out[r], kind, axis_b, pose, a, b, body, inv_i)
         for k in range(ROW_WIDTH):
             out[r + 1, k] = out[r, k]
-        cdt = joint[j, VISCOUS] * dt
-        out[r, MASS] = cdt * m_eff / (cdt + m_eff)
-        out[r, GAMMA] = vn.safe_div(1.0, cdt)
+        armature = joint[j, ARMATURE]
+        big_k = armature + joint[j, VISCOUS] * dt
+        out[r, MASS] = big_k * m_eff / (big_k + m_eff)
+        out[r, GAMMA] = vn.safe_div(1.0, big_k)
+        out[r, TARGET] = vn.safe_div(armature * start_rate(out[r], s, a, b), big_k)
         out[r, KEEP] = 1.0
         bound = joint[j, DRY] * dt
         out[r + 1, MASS] = m_eff

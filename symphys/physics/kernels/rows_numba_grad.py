@@ -39,14 +39,14 @@ from symphys.physics.kernels.geometry_numba_grad import (P_ERR, P_RA, P_RB, P_WA
                                                          point_row_vjp)
 from symphys.physics.kernels.joints_numba import axis_row, coordinate, drift, joint_pose
 from symphys.physics.kernels.layout import STATE
-from symphys.physics.kernels.rows_numba import (DIR_A, DIR_B, DRY, FIXED, GAIN, GAMMA, GRAVITY,
-                                                HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT, I_KIND,
-                                                I_ROW, I_SUB, INERTIA, INV_INERTIA, LOWER, MASS,
-                                                MAX_TORQUE, MAX_VELOCITY, O_DAMPING, O_DT,
-                                                O_FEEDBACK, O_GYRO, O_ISOTROPIC, POSITION,
-                                                ROW_WIDTH, SLIDER, TARGET, UNIVERSAL, UPPER,
-                                                VELOCITY_DAMPING, VISCOUS, V, W, forces,
-                                                inverse_inertia, torque_impulses)
+from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIXED, GAIN, GAMMA,
+                                                GRAVITY, HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT,
+                                                I_KIND, I_ROW, I_SUB, INERTIA, INV_INERTIA, JAC_A,
+                                                JAC_B, LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
+                                                O_DAMPING, O_DT, O_FEEDBACK, O_GYRO, O_ISOTROPIC,
+                                                POSITION, ROW_WIDTH, SLIDER, TARGET, UNIVERSAL,
+                                                UPPER, VELOCITY_DAMPING, VISCOUS, V, W, forces,
+                                                inverse_inertia, start_rate, torque_impulses)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")
@@ -217,7 +217,8 @@ def servo_vjp(s, joint, motor, action, servos, motor_consts, dt, body, inv_i, g_
 @leaf
 def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_inv_i, gp, row,
              grow):
-    """Pullback of `rows_numba.drag_rows`."""
+    """Pullback of `rows_numba.drag_rows` (K = I_a + c dt; the target
+    I_a q'_start / K reads the row's J and the state's velocities)."""
     for q in range(drags.shape[0]):
         kind, a, b, j, r = (drags[q, I_KIND], drags[q, I_A], drags[q, I_B], drags[q, I_INDEX],
                             drags[q, I_ROW])
@@ -225,19 +226,38 @@ def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_i
         axis_b = vn.column(pose[4], 0)
         row[:] = 0.0
         m_eff = axis_row(row, kind, axis_b, pose, a, b, body, inv_i)
-        cdt = joint[j, VISCOUS] * dt
+        armature = joint[j, ARMATURE]
+        big_k = armature + joint[j, VISCOUS] * dt
         for k in range(ROW_WIDTH):
             grow[k] = g_rows[r, k] + g_rows[r + 1, k]
         g_mass = g_rows[r, MASS]
         g_m = g_rows[r + 1, MASS]
-        g_cdt = 0.0
-        den = cdt + m_eff
+        g_k = 0.0
+        den = big_k + m_eff
         if den != 0.0:
-            g_m += g_mass * cdt * cdt / (den * den)
-            g_cdt += g_mass * m_eff * m_eff / (den * den)
-        if abs(cdt) > vn.EPS:
-            g_cdt -= g_rows[r, GAMMA] / (cdt * cdt)
-        g_joint[j, VISCOUS] += dt * g_cdt
+            g_m += g_mass * big_k * big_k / (den * den)
+            g_k += g_mass * m_eff * m_eff / (den * den)
+        g_armature = 0.0
+        if abs(big_k) > vn.EPS:
+            g_k -= g_rows[r, GAMMA] / (big_k * big_k)
+            # target = I_a jv / K, jv = J v_start
+            jv = start_rate(row, s, a, b)
+            g_t = g_rows[r, TARGET]
+            g_armature += g_t * jv / big_k
+            g_k -= g_t * armature * jv / (big_k * big_k)
+            g_jv = g_t * armature / big_k
+            for k in range(3):
+                grow[JAC_A + k] += g_jv * s[a, V + k]
+                grow[JAC_A + 3 + k] += g_jv * s[a, W + k]
+                g_s[a, V + k] += g_jv * row[JAC_A + k]
+                g_s[a, W + k] += g_jv * row[JAC_A + 3 + k]
+                if b >= 0:
+                    grow[JAC_B + k] += g_jv * s[b, V + k]
+                    grow[JAC_B + 3 + k] += g_jv * s[b, W + k]
+                    g_s[b, V + k] += g_jv * row[JAC_B + k]
+                    g_s[b, W + k] += g_jv * row[JAC_B + 3 + k]
+        g_joint[j, VISCOUS] += dt * g_k
+        g_joint[j, ARMATURE] += g_k + g_armature
         g_joint[j, DRY] += dt * (g_rows[r + 1, UPPER] - g_rows[r + 1, LOWER])
         gp[:] = 0.0
         g_d = axis_row_vjp(grow, g_m, kind, axis_b, pose, a, b, body, inv_i, g_body, g_inv_i, gp)
