@@ -146,7 +146,7 @@ def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dic
             row[JOINT.at("armature")] = p.get(f"{j.name}.armature", 0.0)
     motor = np.zeros((1, len(scene.motors), MOTOR.width))
     for i, m in enumerate(scene.motors):
-        motor[0, i] = [p[f"{m.name}.{key}"] for key in MOTOR.names]
+        motor[0, i] = [p.get(f"{m.name}.{key}", 0.0) for key in MOTOR.names]
     m = len(scene.motors)
     act = np.zeros((1, m)) if action is None else np.asarray(action, float).reshape(1, m)
     return {"state": state, "body": body, "world": world, "joint": joint, "motor": motor,

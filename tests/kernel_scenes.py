@@ -224,7 +224,11 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
             if d.chance(0.4):
                 lo = d.uniform(-3.0, 1.0)
                 fields["command_range"] = [lo, lo + d.uniform(0.1, 4.0)]
-            b.motor(f"m{n_motors}", joint, d.choice(MOTOR_MODES), **fields)
+            mode = d.choice(MOTOR_MODES)
+            if mode == "torque" and d.chance(0.5):
+                fields["stiffness"] = _zero_or(d, 0.3, 0.0, 30.0)
+                fields["damping"] = _zero_or(d, 0.3, 0.0, 3.0)
+            b.motor(f"m{n_motors}", joint, mode, **fields)
             n_motors += 1
 
     candidates = [(x[0], "ground") for x in bodies if ground]
@@ -324,12 +328,14 @@ def scene_features(scene: Scene) -> Counter:
         f[f"limits:{j.type.value}"] += j.limits is not None
         f["joint:soft"] += j.frequency is not None
         f["joint:drag"] += j.has_drag
+        f["joint:armature"] += j.armature > 0
     for m in scene.motors:
         joint = scene.joints[scene.joint_names.index(m.joint)]
         f[f"motor:{m.mode.value}"] += 1
         f[f"motor-on:{joint.type.value}"] += 1
         f["motor:universal-axis1"] += m.axis == 1
         f["motor:command-range"] += m.command_range is not None
+        f["motor:feedback"] += m.feedback
     s = scene.solver
     f["rolling" if scene.has_rolling_friction else "no-rolling"] += 1
     f["ground" if scene.ground is not None else "no-ground"] += 1

@@ -21,8 +21,8 @@ REQUIRED = (
     + [f"joint:{t}" for t in ("fixed", "hinge", "ball", "slider", "universal")]
     + [f"motor:{m}" for m in ("position", "velocity", "torque")]
     + [f"motor-on:{t}" for t in ("hinge", "slider", "universal")]
-    + ["limits:hinge", "limits:slider", "joint:soft", "joint:drag", "joint:world-parent",
-       "joint:body-parent", "motor:universal-axis1", "motor:command-range", "rolling",
+    + ["limits:hinge", "limits:slider", "joint:soft", "joint:drag", "joint:armature", "joint:world-parent",
+       "joint:body-parent", "motor:universal-axis1", "motor:command-range", "motor:feedback", "rolling",
        "no-rolling", "ground", "no-ground", "soft-contacts", "velocity-damping",
        "gyroscopic", "no-gyroscopic", "zero-gravity", "all-isotropic", "contacts:none",
        "resting", "stacked", "ground-gap<0", "ground-gap<5cm", "ground-gap>=5cm",

@@ -83,25 +83,40 @@ def _double_pendulum_paths(path, dt: float, ctrl: np.ndarray):
     return np.asarray(mine), np.array(theirs)
 
 
-@pytest.mark.parametrize("armature", [0.0, 0.3])
-def test_motion_under_a_force_sequence_agrees_with_mujoco(armature, tmp_path):
-    """1 s of the double pendulum on its cart driven by a smooth random
-    force (+-150 N), as shipped and with armature 0.3 on its three joints
-    (one file, read by both engines): both integrate with semi-implicit
-    Euler steps (symphys: constraint impulses on every body; MuJoCo:
-    generalised coordinates), so they differ by O(dt). Measured: the
-    centres of mass stay within 2.3 mm at dt = 1 ms (of 0.76-0.8 m
-    travelled), and the gap halves with dt (first order: both converge to
+MOTOR = '<motor ctrllimited="true" ctrlrange="-1 1" gear="500" joint="slider" name="slide"/>'
+VARIANTS = {   # the double pendulum's file, edited: (old text, new text)
+    "as shipped": ("", ""),
+    "armature 0.3": ('<joint damping="0.05"/>', '<joint damping="0.05" armature="0.3"/>'),
+    "position actuator": (MOTOR, '<position ctrllimited="true" ctrlrange="-1 1" kp="300" '
+                                 'kv="40" joint="slider" name="slide"/>'),
+    "velocity actuator": (MOTOR, '<velocity ctrllimited="true" ctrlrange="-1 1" kv="150" '
+                                 'joint="slider" name="slide"/>'),
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_motion_under_a_control_sequence_agrees_with_mujoco(variant, tmp_path):
+    """1 s of the double pendulum on its cart under a smooth random control
+    sequence: the file's force motor (up to 150 N), with armature 0.3 on
+    its three joints, or the cart driven by a position (kp 300, kv 40) or
+    velocity (kv 150) actuator instead (one file, read by both engines).
+    Both integrate with semi-implicit Euler steps (symphys: constraint
+    impulses on every body; MuJoCo: generalised coordinates), so they differ
+    by O(dt). Measured at dt = 1 ms, the centres of mass stay within 2.1,
+    2.2, 0.93 and 0.24 mm of MuJoCo's (of 0.80, 0.76, 0.15 and 0.06 m
+    travelled), and each gap halves at 0.5 ms (first order: both converge to
     the same motion)."""
+    old, new = VARIANTS[variant]
+    text = DOUBLE.read_text()
+    assert old in text
     path = tmp_path / "double.xml"
-    path.write_text(DOUBLE.read_text().replace(
-        '<joint damping="0.05"/>', f'<joint damping="0.05" armature="{armature}"/>'))
+    path.write_text(text.replace(old, new) if old else text)
     knots = np.random.default_rng(0).uniform(-0.3, 0.3, size=11)    # ctrl at 0, 0.1, ... 1 s
     gaps = []
     for dt in (1e-3, 5e-4):
         ctrl = np.interp(np.arange(int(round(1.0 / dt))) * dt, np.linspace(0, 1, 11), knots)
         mine, theirs = _double_pendulum_paths(path, dt, ctrl)
-        assert np.abs(theirs - theirs[0]).max() > 0.5          # it moves
+        assert np.abs(theirs - theirs[0]).max() > 0.05         # it moves
         gaps.append(np.abs(mine - theirs).max())
     assert gaps[0] < 3e-3, gaps
     assert 1.7 < gaps[0] / gaps[1] < 2.3, gaps                  # first order in dt
@@ -153,8 +168,8 @@ def test_gradients_of_an_imported_link_length_and_gain_match_central_differences
      "<freejoint/><geom name='s' type='sphere' size='.1' pos='.3 0 0'/><geom name='t' type='sphere' size='.1' pos='-.3 0 0'/></body>"
      "</worldbody></mujoco>", "geom 't'", "second colliding geom"),
     ("<mujoco><worldbody><body name='a'><joint name='h' type='hinge'/><geom type='sphere' "
-     "size='.1'/></body></worldbody><actuator><position name='p' joint='h' kp='3'/>"
-     "</actuator></mujoco>", "actuator 'p'", "position"),
+     "size='.1'/></body></worldbody><actuator><cylinder name='p' joint='h'/>"
+     "</actuator></mujoco>", "actuator 'p'", "dynamics"),
     ("<mujoco><option density='1.2'/><worldbody><body name='a'><freejoint/>"
      "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "option", "fluid"),
 ])
@@ -306,3 +321,39 @@ def test_the_bench_ant_is_gymnasiums_file_on_both_engines():
     rows = measure_peer("mujoco", "ant", 2)
     assert [r["method"] for r in rows] == ["mj_step", "rollout"]
     assert all(r["scene"] == "ant" and r["ns_per_world_step"] > 0 for r in rows)
+
+
+def test_gradients_of_imported_servo_gains_match_central_differences(tmp_path):
+    """A position actuator's kp and kv become the torque motor's stiffness
+    and damping: parameters with gradients, checked against central
+    differences on the double pendulum with its cart on a PD servo."""
+    old, new = VARIANTS["position actuator"]
+    path = tmp_path / "double.xml"
+    path.write_text(DOUBLE.read_text().replace(old, new))
+    scene = sp.load_mjcf(path)
+    motor = scene.motors[0]
+    assert (motor.gain, motor.stiffness, motor.damping) == (300.0, 300.0, 40.0)
+    # Feedback gains are inputs of their own: a graph of the plain motor's
+    # scene (or of one without explicit inertias) is not reused for it.
+    plain = sp.load_mjcf(DOUBLE)
+    assert scene.structure_key() != plain.structure_key()
+    assert plain.structure_key() != dataclasses.replace(plain, bodies=tuple(
+        dataclasses.replace(b, inertia=None) for b in plain.bodies)).structure_key()
+    names = ["slide.stiffness", "slide.damping", "slide.gain"]
+
+    def loss(tr):
+        return (tr.position["pole2"][-1] ** 2).sum() + (tr.velocity["cart"][-1] ** 2).sum()
+
+    action = np.array([0.5])
+    _, grads = sp.value_and_grad(scene, 60, loss, wrt=names, action=action)
+    for name in names:
+        value = float(scene.parameters()[name])
+
+        def f(x):
+            tr = sp.simulate(scene, 60, params={name: x}, action=action)
+            return (tr.position["pole2"][-1] ** 2).sum() + (tr.velocity["cart"][-1] ** 2).sum()
+
+        h = 1e-4 * value
+        numeric = (f(value + h) - f(value - h)) / (2 * h)
+        assert float(grads[name]) == pytest.approx(numeric, rel=1e-5), name
+        assert abs(numeric) > 1e-6, name

@@ -17,8 +17,9 @@ What converts:
   massless body with no joint and no shape is only a frame and is skipped.
   Ranges become limits measured from `qpos0` (symphys' q is 0 at the
   initial pose); damping, frictionloss and armature carry over;
-- motor actuators on a joint (gear x gain becomes the motor's gain;
-  ctrlrange its command range; forcerange its torque bound);
+- motor, position and velocity actuators on a joint, as torque motors with
+  a gain, stiffness and damping (`_motors`); ctrlrange becomes the command
+  range, forcerange the torque bound;
 - a world plane facing +z becomes the ground; contact pairs follow MuJoCo's
   contype/conaffinity, parent filter, `exclude` and `pair` rules; shapes
   (and the ground) grow by their geoms' `margin`, where MuJoCo's contacts
@@ -401,7 +402,12 @@ def _joints(c: _Converter, kept: dict) -> list[dict]:
 
 
 def _motors(c: _Converter) -> list[dict]:
-    """Motor actuators as torque motors (gain: gear x gainprm[0])."""
+    """Actuators on a joint as torque motors. MuJoCo's actuator force is
+    gainprm[0] ctrl + biasprm[1] length + biasprm[2] velocity (length =
+    gear q, with q absolute), the joint's torque gear times it: so gain =
+    gear gainprm[0], stiffness = -gear^2 biasprm[1], damping = -gear^2
+    biasprm[2] (a <motor>: 0, 0; a <position>: kp, kv; a <velocity>: 0,
+    kv); the command range is ctrlrange, the torque bound gear forcerange."""
     m = c.m
     docs = []
     for u in range(m.nu):
@@ -413,27 +419,43 @@ def _motors(c: _Converter) -> list[dict]:
         if int(m.actuator_dyntype[u]) != int(mujoco.mjtDyn.mjDYN_NONE):
             c.refuse(label, "actuator dynamics (dyntype) are not supported")
         if int(m.actuator_gaintype[u]) != int(mujoco.mjtGain.mjGAIN_FIXED) or int(
-                m.actuator_biastype[u]) != int(mujoco.mjtBias.mjBIAS_NONE):
-            c.refuse(label, "only <motor> actuators (fixed gain, no bias) are supported; "
-                     "position and velocity actuators are not yet")
+                m.actuator_biastype[u]) not in (int(mujoco.mjtBias.mjBIAS_NONE),
+                                                int(mujoco.mjtBias.mjBIAS_AFFINE)):
+            c.refuse(label, "only motor, position and velocity actuators (a fixed gain and "
+                     "an affine bias) are supported")
         j = int(m.actuator_trnid[u][0])
         if MjJoint(int(m.jnt_type[j])) not in (MjJoint.HINGE, MjJoint.SLIDE):
             c.refuse(label, "drives a free or ball joint; symphys motors drive hinges "
                      "and sliders")
-        gain = float(m.actuator_gear[u][0]) * float(m.actuator_gainprm[u][0])
+        gear = float(m.actuator_gear[u][0])
+        bias = [float(x) for x in m.actuator_biasprm[u][:3]]
+        if int(m.actuator_biastype[u]) == int(mujoco.mjtBias.mjBIAS_NONE):
+            bias = [0.0, 0.0, 0.0]
+        gain, stiffness, damping = (gear * float(m.actuator_gainprm[u][0]),
+                                    -gear * gear * bias[1], -gear * gear * bias[2])
+        q0 = float(m.qpos0[m.jnt_qposadr[j]])
+        if gain < 0 or stiffness < 0 or damping < 0:
+            c.refuse(label, f"gain {gain:g}, stiffness {stiffness:g} and damping {damping:g} "
+                     f"(from gear, gainprm and biasprm) must not be negative in symphys")
+        if bias[0] or (stiffness and q0):
+            c.refuse(label, "a constant bias (biasprm[0], or kp times a joint 'ref') is not "
+                     "supported")
         doc = {"name": name, "joint": c.name(Obj.JOINT, j, "joint"),
                "mode": MotorMode.TORQUE.value, "gain": gain}
+        if stiffness or damping:
+            doc.update(stiffness=stiffness, damping=damping)
         bound = UNBOUNDED_TORQUE
         if m.actuator_ctrllimited[u]:
             lo, hi = (float(x) for x in m.actuator_ctrlrange[u])
             doc["command_range"] = [lo, hi]
-            bound = abs(gain) * max(abs(lo), abs(hi))
+            if not (stiffness or damping):
+                bound = gain * max(abs(lo), abs(hi))
         if m.actuator_forcelimited[u]:
             lo, hi = (float(x) for x in m.actuator_forcerange[u])
             if lo != -hi:
                 c.refuse(label, f"attribute 'forcerange' [{lo:g}, {hi:g}] is not symmetric "
                          f"about 0; symphys bounds a motor's torque by +-max_torque")
-            bound = min(bound, hi)
+            bound = min(bound, abs(gear) * hi)
         doc["max_torque"] = bound
         docs.append(doc)
     return docs

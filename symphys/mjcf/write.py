@@ -424,10 +424,14 @@ def to_mjcf(scene: Scene, options: MjcfOptions = MjcfOptions()) -> str:
             attrs = {"name": m.name, "joint": mj.name}
             if m.mode is MotorMode.TORQUE:
                 lo, hi = m.command_range or (-m.max_torque, m.max_torque)
-                attrs.update(gear=_fmt([m.gain]), ctrllimited="true", ctrlrange=_fmt((lo, hi)),
-                             forcelimited="true",
+                attrs.update(ctrllimited="true", ctrlrange=_fmt((lo, hi)), forcelimited="true",
                              forcerange=_fmt((-m.max_torque, m.max_torque)))
-                ET.SubElement(act, "motor", attrs)
+                if m.feedback:      # gain command - stiffness q - damping q'
+                    attrs.update(gaintype="fixed", biastype="affine", gainprm=_fmt([m.gain]),
+                                 biasprm=_fmt([0.0, -m.stiffness, -m.damping]))
+                    ET.SubElement(act, "general", attrs)
+                else:
+                    ET.SubElement(act, "motor", dict(attrs, gear=_fmt([m.gain])))
                 continue
             inertia = reflected_inertia(scene, subtree[e.body], mj.axis,
                                         joints[m.joint].anchor, mj.kind == "slide")

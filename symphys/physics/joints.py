@@ -159,11 +159,14 @@ class JointFrames:
 
 @dataclass(frozen=True)
 class MotorArrays:
-    """Per motor, each (Bp, M): servo gain (1/s), velocity limit, torque limit."""
+    """Per motor, each (Bp, M): servo gain (1/s) or gear, velocity limit,
+    torque limit, and a torque motor's stiffness and damping (0 for others)."""
 
     gain: object
     max_velocity: object
     max_torque: object
+    stiffness: object
+    damping: object
 
 
 def perpendicular(axis) -> np.ndarray:
@@ -225,8 +228,9 @@ def build_joint_arrays(scene: Scene, p: dict):
         frames = tree_map(lambda *values: stack(list(values)), *per_joint)
     motors = None
     if scene.motors:
-        motors = MotorArrays(*(stack([p[f"{m.name}.{key}"] for m in scene.motors])
-                               for key in ("gain", "max_velocity", "max_torque")))
+        motors = MotorArrays(*(stack([p.get(f"{m.name}.{key}", 0.0) for m in scene.motors])
+                               for key in ("gain", "max_velocity", "max_torque", "stiffness",
+                                           "damping")))
     return frames, motors
 
 
@@ -461,7 +465,8 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
                mob: Mobility, state: State, action, dt: float):
     """(rows, impulse): servo rows of a position/velocity block, or for a
     torque block the row along the axis and the impulse it receives this
-    step (clip(gain command, +-max_torque) dt), applied before the solve."""
+    step (clip(gain command - stiffness q - damping q', +-max_torque) dt,
+    q and q' at the step's start), applied before the solve."""
     pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
                  len(scene.joints))
     gm = Gather(block.motors, len(scene.motors))
@@ -470,7 +475,11 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
     direction = coordinate_axis(block.joint_type, pose, block.axis)
     if block.mode is MotorMode.TORQUE:
         row = _axis_row(block.joint_type, RowKind.MOTOR, direction, pose, mob, 0.0)
-        return row, pt.clip(gm.take(motors.gain) * command * dt, -max_impulse, max_impulse)
+        rate = row.velocity(velocity_matrix(state.velocity, state.angular_velocity))
+        torque = (gm.take(motors.gain) * command
+                  - gm.take(motors.stiffness) * coordinate(block.joint_type, pose, block.axis)
+                  - gm.take(motors.damping) * rate)
+        return row, pt.clip(torque * dt, -max_impulse, max_impulse)
     max_rate = gm.take(motors.max_velocity)
     if block.mode is MotorMode.POSITION:
         rate = gm.take(motors.gain) * (command - coordinate(block.joint_type, pose,

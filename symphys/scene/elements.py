@@ -209,7 +209,7 @@ class JointType(enum.Enum):
 class MotorMode(enum.Enum):
     POSITION = "position"   # servo: target rate clip(gain (command - q), +-max_velocity)
     VELOCITY = "velocity"   # servo: target rate clip(command, +-max_velocity)
-    TORQUE = "torque"       # direct torque (hinge) or force (slider): gain command
+    TORQUE = "torque"       # torque (force): gain command - stiffness q - damping dq/dt
 
 
 WORLD = "world"
@@ -271,8 +271,10 @@ class Motor:
 
     Position and velocity servos are constraint rows whose impulse is
     bounded by max_torque * dt (N m, or N on a slider); a torque motor adds
-    clip(gain command, +-max_torque) as an external torque/force (gain: a
-    gear ratio). Commands are
+    clip(gain command - stiffness q - damping q', +-max_torque) as an external
+    torque/force, from q and q' at the step's start (gain: a gear ratio;
+    stiffness and damping: a PD servo as MuJoCo's position and velocity
+    actuators are, explicit as under MuJoCo's Euler integrator). Commands are
     clipped to `command_range` (default: the joint limits for a position
     servo, +-max_velocity for a velocity servo, +-max_torque for torque)."""
 
@@ -284,6 +286,14 @@ class Motor:
     max_torque: float = 1.0
     command_range: tuple[float, float] | None = None
     axis: int = 0
+    stiffness: float = 0.0      # torque motors: N m/rad (N/m)
+    damping: float = 0.0        # torque motors: N m s/rad (N s/m)
+
+    @property
+    def feedback(self) -> bool:
+        """Whether the motor's torque feels its joint's coordinate or rate
+        (a torque motor with stiffness or damping)."""
+        return self.mode is MotorMode.TORQUE and (self.stiffness > 0 or self.damping > 0)
 
 
 class SensorKind(enum.Enum):
@@ -455,6 +465,8 @@ class ContactPair:
 
 
 MOTOR_FIELDS = ("gain", "max_velocity", "max_torque")
+# A torque motor's feedback gains (parameters of the motors that have them).
+FEEDBACK_FIELDS = ("stiffness", "damping")
 
 
 class Sign(enum.Enum):
@@ -482,5 +494,5 @@ FIELD_SIGNS = {
                      "contact_stiffness"), Sign.POSITIVE),
     **dict.fromkeys(("friction", "restitution", "rolling_friction", "viscous_damping", "armature",
                      "dry_friction", "constraint_damping", "contact_damping",
-                     "velocity_damping", *MOTOR_FIELDS), Sign.NONNEGATIVE),
+                     "velocity_damping", *MOTOR_FIELDS, *FEEDBACK_FIELDS), Sign.NONNEGATIVE),
 }

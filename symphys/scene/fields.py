@@ -32,7 +32,7 @@ JOINT_KEYS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "lim
               "damping", "viscous_damping", "dry_friction", "armature"}
 SENSOR_KEYS = {"name", "type", "joint", "body", "camera", "frequencies", "size", "margin"}
 MOTOR_KEYS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque", "command_range",
-              "axis"}
+              "axis", "stiffness", "damping"}
 
 
 class Fields:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from symphys.errors import ParameterError, SceneError, closest
 from symphys.scene.elements import (BODY_SENSORS, CONTACT_KINDS, GROUND, GROUND_CHECKER,
-                                    JOINT_SENSORS, WORLD, Body, Camera, ContactModel, ContactPair,
+                                    FEEDBACK_FIELDS, JOINT_SENSORS, WORLD, Body, Camera, ContactModel, ContactPair,
                                     FrictionModel, Ground, Joint, JointType, Motor, MotorMode,
                                     Plane, Sensor, SensorKind, Shape, Sign, SolverOptions,
                                     check_inertia)
@@ -311,12 +311,18 @@ def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:
             r.fail("joint", f"joint '{joint}' already has a motor"
                    + (f" on axis {axis}" if n_coords > 1 else ""))
         driven.add((joint, axis))
+        mode = r.enum("mode", MotorMode, d.mode)
+        for key in FEEDBACK_FIELDS:
+            if r.has(key) and mode is not MotorMode.TORQUE:
+                r.fail(key, f"only a torque motor has {key} (a {mode.value} servo's rows "
+                       f"aim at a rate)")
         motors.append(Motor(
-            name=name, joint=joint, mode=r.enum("mode", MotorMode, d.mode),
+            name=name, joint=joint, mode=mode,
             gain=r.number("gain", d.gain),
             max_velocity=r.number("max_velocity", d.max_velocity),
             max_torque=r.number("max_torque", d.max_torque),
-            command_range=value_range(r, "command_range"), axis=axis))
+            command_range=value_range(r, "command_range"), axis=axis,
+            stiffness=r.number("stiffness", 0.0), damping=r.number("damping", 0.0)))
     return tuple(motors)
 
 

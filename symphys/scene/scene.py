@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from symphys.errors import SceneError
-from symphys.scene.elements import (MOTOR_FIELDS, Body, Camera, ContactPair, Ground, Joint,
+from symphys.scene.elements import (FEEDBACK_FIELDS, MOTOR_FIELDS, Body, Camera, ContactPair, Ground, Joint,
                                     JointType, Motor, Sensor, SensorKind, Shape, SolverOptions)
 
 
@@ -126,7 +126,7 @@ class Scene:
             values[f"{j.name}.dry_friction"] = j.dry_friction
             values[f"{j.name}.armature"] = j.armature
         for m in self.motors:
-            for key in MOTOR_FIELDS:
+            for key in MOTOR_FIELDS + (FEEDBACK_FIELDS if m.feedback else ()):
                 values[f"{m.name}.{key}"] = getattr(m, key)
         values["world.gravity"] = self.gravity
         if self.solver.constraint_frequency is not None:
@@ -198,6 +198,15 @@ class Scene:
             # Only its presence shapes the graph (the values are inputs); the
             # key is left as it was for scenes without it.
             doc["joint_drag"] = True
+        # Explicit inertias and a torque motor's feedback gains are inputs
+        # when present, so only which bodies and motors have them shapes it
+        # (keys of scenes without them are left as they were).
+        explicit = [b.name for b in self.bodies if b.inertia is not None]
+        if explicit:
+            doc["explicit_inertia"] = explicit
+        feedback = [m.name for m in self.motors if m.feedback]
+        if feedback:
+            doc["motor_feedback"] = feedback
         seen = sorted({x.source for x in self.sensors if x.kind is SensorKind.CAMERA})
         if seen:
             # A camera sensor puts the image into the graph: the cameras it

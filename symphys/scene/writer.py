@@ -75,6 +75,8 @@ def _joint(joint: Joint) -> dict:
 def _motor(motor: Motor, joints: dict) -> dict:
     doc = _fields(motor, ("name", "joint", "mode", "gain", "max_velocity", "max_torque",
                           "command_range"))
+    if motor.feedback:
+        doc.update(stiffness=motor.stiffness, damping=motor.damping)
     if joints[motor.joint].n_coordinates > 1:
         doc["axis"] = motor.axis
     return doc

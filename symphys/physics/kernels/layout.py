@@ -76,7 +76,8 @@ WORLD = Packing(("gravity", 3), ("ground_height", 1), ("ground_friction", 1),
                 ("velocity_damping", 1))
 JOINT = Packing(("anchor_a", 3), ("anchor_b", 3), ("frame_a", 9), ("frame_b", 9),
                 ("viscous", 1), ("dry", 1), ("armature", 1))
-MOTOR = Packing(("gain", 1), ("max_velocity", 1), ("max_torque", 1))
+MOTOR = Packing(("gain", 1), ("max_velocity", 1), ("max_torque", 1), ("stiffness", 1),
+                ("damping", 1))
 # A solver row as the sweeps read it: J and M^-1 J^T on each side (b's
 # halves carry the minus sign), the mass an update is scaled by, softness,
 # target velocity, the part of an update kept, bounds and friction factor.

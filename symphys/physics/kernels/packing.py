@@ -190,7 +190,8 @@ def packed_model(scene: Scene, p: dict):
     world = _world(scene, p)
     joint = (_joints(scene, p, position, rotation) if scene.joints
              else pt.zeros((1, 0, JOINT.width)))
-    motor = (_packed(MOTOR, {key: gather([p[f"{m.name}.{key}"] for m in scene.motors])[..., None]
+    motor = (_packed(MOTOR, {key: gather([p.get(f"{m.name}.{key}", np.zeros(()))
+                                          for m in scene.motors])[..., None]
                              for key in MOTOR.names})
              if scene.motors else pt.zeros((1, 0, MOTOR.width)))
     return body, world, joint, motor, state

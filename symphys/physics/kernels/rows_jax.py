@@ -269,14 +269,19 @@ def _drag_rows(drags, joint, bodies, start, options):
     den = big_k + m_eff
     ok = den != 0
     m_visc = jnp.where(ok, big_k * m_eff / jnp.where(ok, den, 1.0), 0.0)
-    n = start.shape[0]
-    rate = (jac_a * start[jnp.clip(a, 0, n - 1)]).sum(-1) + jnp.where(
-        b >= 0, (jac_b * start[jnp.clip(b, 0, n - 1)]).sum(-1), 0.0)
+    rate = _start_rate(jac_a, jac_b, start, a, b)
     bound = jp[:, JOINT.at("dry")] * dt
     viscous = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_visc, safe_div(1.0, big_k),
                          safe_div(armature * rate, big_k), 1.0, -INF, INF, 0.0)
     dry = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_eff, 0.0, 0.0, 1.0, -bound, bound, 0.0)
     return jnp.stack([viscous, dry], axis=1), 2 + 0 * a
+
+
+def _start_rate(jac_a, jac_b, start, a, b):
+    """(K,) J v of K axis rows at the starting velocities start (N, 6)."""
+    n = start.shape[0]
+    return (jac_a * start[jnp.clip(a, 0, n - 1)]).sum(-1) + jnp.where(
+        b >= 0, (jac_b * start[jnp.clip(b, 0, n - 1)]).sum(-1), 0.0)
 
 
 def _command(table, motor, action, consts):
@@ -300,9 +305,10 @@ def _servo_rows(servos, joint, motor, action, consts, bodies, options):
     return row[:, None], 1 + 0 * a
 
 
-def _apply_torques(V, torques, joint, motor, action, consts, bodies, options):
-    """V after the direct-torque motors' impulses clip(gain command dt,
-    +-max_torque dt)."""
+def _apply_torques(V, torques, joint, motor, action, consts, bodies, start, options):
+    """V after the direct-torque motors' impulses clip(torque dt, +-max_torque
+    dt), torque = gain command - stiffness q - damping q' (q, q' at the
+    step's start; start (N, 6): the starting velocities)."""
     if torques.shape[0] == 0:
         return V
     dt = options[Option.DT]
@@ -311,10 +317,12 @@ def _apply_torques(V, torques, joint, motor, action, consts, bodies, options):
     real = a >= 0
     a = jnp.where(real, a, 0)
     command, mp = _command(torques, motor, action, consts)
-    pose, angular, direction, _ = _motor_axis(torques, joint, bodies)
-    _, _, dir_a, dir_b, _ = bodies.axis_row(angular, direction, pose, a, b)
+    pose, angular, direction, q = _motor_axis(torques, joint, bodies)
+    jac_a, jac_b, dir_a, dir_b, _ = bodies.axis_row(angular, direction, pose, a, b)
     bound = mp[:, MOTOR.at("max_torque")] * dt
-    torque = mp[:, MOTOR.at("gain")] * command
+    rate = _start_rate(jac_a, jac_b, start, a, b)
+    torque = (mp[:, MOTOR.at("gain")] * command - mp[:, MOTOR.at("stiffness")] * q
+              - mp[:, MOTOR.at("damping")] * rate)
     impulse = jnp.where(real, clip(torque * dt, -bound, bound), 0.0)[:, None]
     V = V.at[jnp.where(real, a, n)].add(dir_a * impulse, mode="drop")
     return V.at[jnp.where(real & (b >= 0), b, n)].add(dir_b * impulse, mode="drop")
@@ -331,7 +339,8 @@ def _world(state, body, world, joint, motor, action, contacts, joints, drags, se
     inv_i = jnp.where(options[Option.ISOTROPIC] > 0, iso, world_inv)
     bodies = _Bodies(state[:, STATE.position], rot, body[:, BODY.at("inv_mass")], inv_i)
     V = jnp.concatenate([v, w], axis=-1)
-    V = _apply_torques(V, torques, joint, motor, action, motor_consts, bodies, options)
+    start = jnp.concatenate([state[:, STATE.velocity], state[:, STATE.angular_velocity]], axis=-1)
+    V = _apply_torques(V, torques, joint, motor, action, motor_consts, bodies, start, options)
     rows = jnp.zeros((rows_table.shape[0], ROW.width), V.dtype)
     tau = jnp.zeros(n, V.dtype)
     if contacts.shape[0]:
@@ -342,8 +351,6 @@ def _world(state, body, world, joint, motor, action, contacts, joints, drags, se
         block, count = _joint_rows(V[:, 3:], joints, joint_consts, joint, bodies, options)
         rows = _scatter(rows, joints, block, count)
     if drags.shape[0]:
-        start = jnp.concatenate([state[:, STATE.velocity], state[:, STATE.angular_velocity]],
-                                axis=-1)
         rows = _scatter(rows, drags, *_drag_rows(drags, joint, bodies, start, options))
     if servos.shape[0]:
         rows = _scatter(rows, servos, *_servo_rows(servos, joint, motor, action, motor_consts,

@@ -42,6 +42,7 @@ FREQUENCY, DAMPING_RATIO, VELOCITY_DAMPING = WORLD.at("constraint_frequency"), \
 VISCOUS, DRY, ARMATURE = JOINT.at("viscous"), JOINT.at("dry"), JOINT.at("armature")
 GAIN, MAX_VELOCITY, MAX_TORQUE = MOTOR.at("gain"), MOTOR.at("max_velocity"), \
     MOTOR.at("max_torque")
+STIFFNESS, MOTOR_DAMPING = MOTOR.at("stiffness"), MOTOR.at("damping")
 JAC_A, JAC_B = ROW.at("jac_a"), ROW.at("jac_b")
 DIR_A, DIR_B, ROW_WIDTH = ROW.at("dir_a"), ROW.at("dir_b"), ROW.width
 MASS, GAMMA, TARGET, KEEP = ROW.at("mass"), ROW.at("gamma"), ROW.at("target"), ROW.at("keep")
@@ -311,15 +312,19 @@ def _motor_row(s, joint, motor, action, item, motor_consts, dt, body, inv_i, row
 @leaf
 def torque_impulses(s, joint, motor, action, torques, motor_consts, options, body, inv_i,
                     vel, row):
-    """Direct-torque motors' impulses clip(gain command dt, +-max_torque dt),
-    applied to vel (N, 6) in place; row (ROW.width,) is scratch."""
+    """Direct-torque motors' impulses clip(torque dt, +-max_torque dt),
+    torque = gain command - stiffness q - damping q' (q, q' at the step's
+    start), applied to vel (N, 6) in place; row (ROW.width,) is scratch."""
     dt = options[O_DT]
     for q in range(torques.shape[0]):
         row[:] = 0.0
-        _, command, most, _ = _motor_row(s, joint, motor, action, torques[q], motor_consts, dt,
-                                         body, inv_i, row)
-        impulse = vn.clip(motor[torques[q, I_INDEX], GAIN] * command * dt, -most, most)
-        apply_impulse(row, vel, torques[q, I_A], torques[q, I_B], impulse)
+        _, command, most, pose = _motor_row(s, joint, motor, action, torques[q], motor_consts,
+                                            dt, body, inv_i, row)
+        a, b, m = torques[q, I_A], torques[q, I_B], torques[q, I_INDEX]
+        torque = (motor[m, GAIN] * command
+                  - motor[m, STIFFNESS] * coordinate(torques[q, I_SUB], torques[q, I_AXIS], pose)
+                  - motor[m, MOTOR_DAMPING] * start_rate(row, s, a, b))
+        apply_impulse(row, vel, a, b, vn.clip(torque * dt, -most, most))
 
 
 @leaf

@@ -43,6 +43,7 @@ from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIX
                                                 GRAVITY, HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT,
                                                 I_KIND, I_ROW, I_SUB, INERTIA, INV_INERTIA, JAC_A,
                                                 JAC_B, LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
+                                                MOTOR_DAMPING, STIFFNESS,
                                                 O_DAMPING, O_DT, O_FEEDBACK, O_GYRO, O_ISOTROPIC,
                                                 POSITION, ROW_WIDTH, SLIDER, TARGET, UNIVERSAL,
                                                 UPPER, VELOCITY_DAMPING, VISCOUS, V, W, forces,
@@ -150,8 +151,11 @@ def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, 
         lo, hi = motor_consts[m, 0], motor_consts[m, 1]
         command = vn.clip(action[m], lo, hi)
         most = motor[m, MAX_TORQUE] * dt
-        gain = motor[m, GAIN]
-        impulse = vn.clip(gain * command * dt, -most, most)
+        gain, stiffness, damping = motor[m, GAIN], motor[m, STIFFNESS], motor[m, MOTOR_DAMPING]
+        coord = coordinate(kind, axis, pose)
+        rate = start_rate(row, s, a, b)
+        torque = gain * command - stiffness * coord - damping * rate
+        impulse = vn.clip(torque * dt, -most, most)
         grow[:] = 0.0
         g_imp = 0.0
         for k in range(6):
@@ -161,15 +165,30 @@ def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, 
             for k in range(6):
                 g_imp += row[DIR_B + k] * g_vel[b, k]
                 grow[DIR_B + k] = g_vel[b, k] * impulse
+        g_x, g_lo, g_hi = clip_vjp(torque * dt, -most, most, g_imp)
+        g_torque = dt * g_x
+        g_motor[m, MAX_TORQUE] += dt * (g_hi - g_lo)
+        g_motor[m, GAIN] += command * g_torque
+        g_motor[m, STIFFNESS] -= coord * g_torque
+        g_motor[m, MOTOR_DAMPING] -= rate * g_torque
+        g_rate = -damping * g_torque           # rate = J v_start
+        for k in range(3):
+            grow[JAC_A + k] += g_rate * s[a, V + k]
+            grow[JAC_A + 3 + k] += g_rate * s[a, W + k]
+            g_s[a, V + k] += g_rate * row[JAC_A + k]
+            g_s[a, W + k] += g_rate * row[JAC_A + 3 + k]
+            if b >= 0:
+                grow[JAC_B + k] += g_rate * s[b, V + k]
+                grow[JAC_B + 3 + k] += g_rate * s[b, W + k]
+                g_s[b, V + k] += g_rate * row[JAC_B + k]
+                g_s[b, W + k] += g_rate * row[JAC_B + 3 + k]
         gp[:] = 0.0
+        coordinate_vjp(kind, axis, pose, -stiffness * g_torque, gp)
         g_d = axis_row_vjp(grow, 0.0, kind, direction, pose, a, b, body, inv_i, g_body, g_inv_i,
                            gp)
         _direction_vjp(kind, axis, gp, g_d)
         joint_pose_vjp(s, joint[j], a, b, gp, g_s, g_joint[j])
-        g_x, g_lo, g_hi = clip_vjp(gain * command * dt, -most, most, g_imp)
-        g_motor[m, MAX_TORQUE] += dt * (g_hi - g_lo)
-        g_motor[m, GAIN] += command * dt * g_x
-        g_act, _, _ = clip_vjp(action[m], lo, hi, gain * dt * g_x)
+        g_act, _, _ = clip_vjp(action[m], lo, hi, gain * g_torque)
         g_action[m] += g_act
 
 
