@@ -32,7 +32,7 @@ from symphys.scene.scene import Scene
 
 ITERATIONS = 4
 SHAPES = ("sphere", "box", "capsule")
-JOINT_TYPES = ("fixed", "hinge", "ball", "slider", "universal")
+JOINT_TYPES = ("fixed", "hinge", "ball", "slider", "universal", "planar")
 MOTOR_MODES = ("position", "velocity", "torque")
 GRID = 1.0 / 64.0
 # Orientations with exact 0/+-1 rotation matrices (axis permutations, flips).
@@ -184,7 +184,7 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
         fields = {}
         if kind != "fixed" or d.chance(0.5):      # a fixed joint's default: the child's centre
             fields["anchor"] = [(p + c) / 2 + d.uniform(-0.2, 0.2) for p, c in zip(xp, xc)]
-        if kind in ("hinge", "slider", "universal"):
+        if kind in ("hinge", "slider", "universal", "planar"):
             coordinate = d.chance(0.4)
             axis = d.choice(_AXES) if coordinate else _unit(
                 [d.uniform(-1, 1) for _ in range(3)], _AXES[2])
@@ -194,7 +194,7 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
                 if coordinate or np.linalg.norm(ref) < 0.1:
                     ref = np.cross(axis, (1.0, 0.0, 0.0) if abs(axis[0]) < 0.5 else (0, 1, 0))
                 fields["axis2"] = list(ref / np.linalg.norm(ref))
-            elif d.chance(0.5):
+            elif kind != "planar" and d.chance(0.5):
                 lo = d.uniform(-2.5, 0.3) if kind == "hinge" else d.uniform(-0.4, 0.05)
                 fields["limits"] = [lo, lo + (d.uniform(0.05, 3.0) if kind == "hinge"
                                               else d.uniform(0.01, 0.6))]

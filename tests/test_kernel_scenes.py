@@ -18,7 +18,7 @@ from symphys.scene.params import resolve_values
 REQUIRED = (
     [f"contact:{k}" for k in ("sphere-ground", "box-ground", "capsule-ground",
                               "sphere-sphere", "sphere-box", "capsule-sphere")]
-    + [f"joint:{t}" for t in ("fixed", "hinge", "ball", "slider", "universal")]
+    + [f"joint:{t}" for t in ("fixed", "hinge", "ball", "slider", "universal", "planar")]
     + [f"motor:{m}" for m in ("position", "velocity", "torque")]
     + [f"motor-on:{t}" for t in ("hinge", "slider", "universal")]
     + ["limits:hinge", "limits:slider", "joint:soft", "joint:drag", "joint:armature", "joint:world-parent",

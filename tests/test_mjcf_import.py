@@ -59,27 +59,28 @@ def test_masses_inertias_and_axes_are_mujocos(path):
     assert motor.command_range == tuple(m.actuator_ctrlrange[0])
 
 
-def _double_pendulum_paths(path, dt: float, ctrl: np.ndarray):
-    """Centres of mass (steps + 1, bodies, 3) of the double pendulum on its
-    cart in MuJoCo (Euler) and symphys at time step dt under the force
-    sequence ctrl (steps,), gravity reversed so the poles hang (both
-    engines, the same file)."""
-    gravity = np.array([0.0, 0.0, 9.81])
+def _paths(path, dt: float, ctrl: np.ndarray, gravity=(0.0, 0.0, 9.81)):
+    """Centres of mass (steps + 1, bodies, 3) of the robot in `path` in
+    MuJoCo (Euler) and symphys at time step dt under the control sequence
+    ctrl (steps, actuators) and `gravity` (by default reversed, so that the
+    double pendulum's poles hang), both engines reading the same file."""
+    ctrl = np.asarray(ctrl, dtype=float).reshape(len(ctrl), -1)
     m, d = _compiled(path, dt)
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     m.opt.gravity[:] = gravity
     theirs = [d.xipos[1:].copy()]
     for u in ctrl:
-        d.ctrl[0] = u
+        d.ctrl[:] = u
         mujoco.mj_step(m, d)
         theirs.append(d.xipos[1:].copy())
     scene = dataclasses.replace(sp.load_mjcf(path), dt=dt)
-    schedule = nn.Schedule(1, steps=len(ctrl), dt=dt)
-    u = pt.tensor("u", shape=(len(ctrl), 1), dtype="float64")
-    tr = rollout(scene, len(ctrl), params={"world.gravity": gravity}, controller=schedule,
-                 controller_params={"schedule.u": u})
+    assert scene.body_names == tuple(m.body(b).name for b in range(1, m.nbody))
+    schedule = nn.Schedule(m.nu, steps=len(ctrl), dt=dt)
+    u = pt.tensor("u", shape=ctrl.shape, dtype="float64")
+    tr = rollout(scene, len(ctrl), params={"world.gravity": np.asarray(gravity)},
+                 controller=schedule, controller_params={"schedule.u": u})
     path = pt.stack([tr.position[n] for n in scene.body_names], axis=1)
-    mine = sp.compile([u], path, "numba")(ctrl[:, None])
+    mine = sp.compile([u], path, "numba")(ctrl)
     return np.asarray(mine), np.array(theirs)
 
 
@@ -115,7 +116,7 @@ def test_motion_under_a_control_sequence_agrees_with_mujoco(variant, tmp_path):
     gaps = []
     for dt in (1e-3, 5e-4):
         ctrl = np.interp(np.arange(int(round(1.0 / dt))) * dt, np.linspace(0, 1, 11), knots)
-        mine, theirs = _double_pendulum_paths(path, dt, ctrl)
+        mine, theirs = _paths(path, dt, ctrl)
         assert np.abs(theirs - theirs[0]).max() > 0.05         # it moves
         gaps.append(np.abs(mine - theirs).max())
     assert gaps[0] < 3e-3, gaps
@@ -357,3 +358,50 @@ def test_gradients_of_imported_servo_gains_match_central_differences(tmp_path):
         numeric = (f(value + h) - f(value - h)) / (2 * h)
         assert float(grads[name]) == pytest.approx(numeric, rel=1e-5), name
         assert abs(numeric) > 1e-6, name
+
+
+def test_a_planar_walker_floating_under_joint_torques_moves_as_in_mujoco(tmp_path):
+    """gymnasium's walker2d: its root's two slides and hinge become one
+    planar joint; its six hinges keep their damping and armature. Without
+    gravity, joint limits or the floor (MuJoCo's soft limits and contacts
+    differ from symphys' stiff ones), driven 1 s by smooth random torques
+    on its six motors: the centres of mass stay within 3.7 mm of MuJoCo's
+    at dt = 1 ms (of 0.33 m travelled), 1.9 mm at 0.5 ms (first order)."""
+    text = (gymnasium_assets / "walker2d.xml").read_text()
+    for old, new in (('<joint armature="0.01" damping=".1" limited="true"/>',
+                      '<joint armature="0.01" damping=".1" limited="false"/>'),
+                     ('<geom conaffinity="1" condim="3" name="floor"',
+                      '<geom conaffinity="0" contype="0" condim="3" name="floor"')):
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "walker.xml"
+    path.write_text(text)
+    scene = sp.load_mjcf(path)
+    assert [j.type for j in scene.joints].count(sp.JointType.PLANAR) == 1
+    assert scene.joints[0].name == "rooty" and scene.joints[0].parent == "world"
+    knots = np.random.default_rng(1).uniform(-0.05, 0.05, size=(11, 6))
+    gaps = []
+    for dt in (1e-3, 5e-4):
+        t = np.arange(int(round(1.0 / dt))) * dt
+        ctrl = np.stack([np.interp(t, np.linspace(0, 1, 11), knots[:, i]) for i in range(6)], 1)
+        mine, theirs = _paths(path, dt, ctrl, gravity=(0.0, 0.0, 0.0))
+        assert np.abs(theirs - theirs[0]).max() > 0.2
+        gaps.append(np.abs(mine - theirs).max())
+    assert gaps[0] < 5e-3, gaps
+    assert 1.7 < gaps[0] / gaps[1] < 2.3, gaps
+
+
+def test_hopper_loads_with_its_unsupported_pairs_and_heavy_armature_dropped():
+    """gymnasium's hopper: a planar root; its self-contacts are
+    capsule-capsule (refused, or dropped and listed) and its armature (25
+    times what the thigh turns) too heavy for symphys' rows."""
+    hopper = gymnasium_assets / "hopper.xml"
+    with pytest.raises(sp.SceneError, match="capsule-capsule"):
+        sp.load_mjcf(hopper, heavy_armature="drop")
+    out = convert_model(mujoco.MjModel.from_xml_path(str(hopper)), on_unsupported="drop",
+                        heavy_armature="drop")
+    assert sum("capsule-capsule" in line for line in out.dropped) == 3
+    assert [j.type for j in out.scene.joints] == [sp.JointType.PLANAR] + [
+        sp.JointType.HINGE] * 3
+    assert {(p.a, p.b) for p in out.scene.contacts} == {
+        (b, "ground") for b in ("torso", "thigh", "leg", "foot")}

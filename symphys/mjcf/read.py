@@ -13,7 +13,8 @@ What converts:
   geom that collides (or, with none, its one visual geom), which must sit
   at the centre of mass along principal axes (`shapes.body_frame`);
 - joints: free (no joint), hinge, slide and unlimited ball joints, one per
-  body (armature up to ARMATURE_LIMIT times what the joint turns); a body with no joint is welded to its parent (a fixed joint); a
+  body (armature up to ARMATURE_LIMIT times what the joint turns), or two
+  perpendicular slides and a hinge about their normal as one planar joint; a body with no joint is welded to its parent (a fixed joint); a
   massless body with no joint and no shape is only a frame and is skipped.
   Ranges become limits measured from `qpos0` (symphys' q is 0 at the
   initial pose); damping, frictionloss and armature carry over;
@@ -45,7 +46,7 @@ import numpy as np
 from symphys.errors import SceneError, member
 from symphys.mjcf.shapes import (body_frame, candidate_pairs, geom_label, is_ground_plane,
                                  matrix_to_quaternion, shape_fields)
-from symphys.scene.elements import GROUND, WORLD, JointType, MotorMode
+from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, JointType, MotorMode, Shape
 from symphys.scene.reader import FORMAT, scene_from_dict
 from symphys.scene.scene import Scene
 
@@ -161,6 +162,16 @@ class _Converter:
                         "leave it out")
         self.dropped.append(f"{geom_label(self.m, g)}: {why}")
 
+    def unsupported_pair(self, g1: int, g2: int, kinds: list):
+        """Leave the contact between geoms g1 and g2 out (listing it) or
+        refuse the file."""
+        what = (f"contact between {geom_label(self.m, g1)} and {geom_label(self.m, g2)}: "
+                f"symphys has no {kinds[0].value}-{kinds[1].value} contact yet")
+        if not self.drop:
+            self.refuse("contact", what + "; load with on_unsupported='drop' to leave the "
+                        "pair out")
+        self.dropped.append(what)
+
 
 def convert_model(model, *, source: str = "<model>",
                   on_unsupported: Unsupported | str = Unsupported.ERROR,
@@ -184,10 +195,16 @@ def convert_model(model, *, source: str = "<model>",
     ground, pairs, shape_geom = _collisions(c)
     bodies, kept = _bodies(c, shape_geom)
     pair_list = []
-    for b1, b2 in pairs:
+    shapes = {doc["name"]: Shape(doc["shape"]) for doc in bodies}
+    for b1, b2, g1, g2 in pairs:
         names = [GROUND if b == 0 else kept.get(b) for b in (b1, b2)]
-        if None not in names and names[0] != names[1]:
-            pair_list.append(sorted(names, key=lambda n: n == GROUND))
+        if None in names or names[0] == names[1]:
+            continue
+        kinds = [GROUND if n == GROUND else shapes[n] for n in names]
+        if tuple(kinds) not in CONTACT_KINDS and tuple(kinds[::-1]) not in CONTACT_KINDS:
+            c.unsupported_pair(g1, g2, kinds)
+            continue
+        pair_list.append(sorted(names, key=lambda n: n == GROUND))
     doc = {"format": FORMAT, "name": _model_name(c, source), "dt": float(model.opt.timestep),
            "gravity": [float(x) for x in model.opt.gravity], "bodies": bodies,
            "joints": _joints(c, kept), "motors": _motors(c),
@@ -275,7 +292,7 @@ def _collisions(c: _Converter):
             b = int(m.geom_bodyid[g])
             ends.append(0 if g == ground else b if shape_geom.get(b) == g else None)
         if None not in ends:
-            body_pairs.append(tuple(ends))
+            body_pairs.append((*ends, g1, g2))
     return ground, body_pairs, shape_geom
 
 
@@ -368,8 +385,8 @@ def _joints(c: _Converter, kept: dict) -> list[dict]:
             continue
         names = [c.name(Obj.JOINT, j, "joint") for j in range(first, first + count)]
         if count > 1:
-            c.refuse(f"body {name!r}", f"has {count} joints ({', '.join(names)}); a symphys "
-                     f"body hangs on its parent by one joint")
+            docs.append(_planar(c, name, parent, range(first, first + count), names))
+            continue
         j, label = first, f"joint {names[0]!r}"
         kind = MjJoint(int(m.jnt_type[j]))
         if kind is MjJoint.FREE:
@@ -399,6 +416,42 @@ def _joints(c: _Converter, kept: dict) -> list[dict]:
                       _row_inertia(c, (b, parent_id), kind is MjJoint.HINGE, d.xaxis[j]))
         docs.append(doc)
     return docs
+
+
+def _planar(c: _Converter, body: str, parent: str, joints: range, names: list) -> dict:
+    """One planar joint from a body's two perpendicular slides and a hinge
+    about their normal (the root of gymnasium's hopper, walker and
+    half-cheetah), named after the hinge; refused naming the body and its
+    joints otherwise, or when any of them has a range, damping, friction
+    loss, armature, a spring or an actuator."""
+    m, d = c.m, c.d
+    kinds = [MjJoint(int(m.jnt_type[j])) for j in joints]
+    slides = [j for j, k in zip(joints, kinds) if k is MjJoint.SLIDE]
+    hinges = [j for j, k in zip(joints, kinds) if k is MjJoint.HINGE]
+    label = f"body {body!r}"
+    listed = ", ".join(names)
+    if len(joints) != 3 or len(slides) != 2 or len(hinges) != 1:
+        c.refuse(label, f"has {len(joints)} joints ({listed}); symphys joins a body to its "
+                 f"parent by one joint, or by a planar joint made of two slides and a hinge")
+    n = np.asarray(d.xaxis[hinges[0]])
+    a1, a2 = (np.asarray(d.xaxis[j]) for j in slides)
+    if abs(a1 @ a2) > 1e-9 or np.linalg.norm(np.cross(np.cross(a1, a2), n)) > 1e-9:
+        c.refuse(label, f"joints {listed}: the two slides must be perpendicular and the "
+                 f"hinge turn about their common normal to make a planar joint")
+    actuated = {int(m.actuator_trnid[u][0]) for u in range(m.nu)}
+    for j in joints:
+        dof = int(m.jnt_dofadr[j])
+        extras = [what for what, value in (
+            ("range", m.jnt_limited[j]), ("damping", m.dof_damping[dof]),
+            ("frictionloss", m.dof_frictionloss[dof]), ("armature", m.dof_armature[dof]),
+            ("stiffness", m.jnt_stiffness[j]), ("an actuator", j in actuated)) if value]
+        if extras:
+            c.refuse(f"joint {c.name(Obj.JOINT, j, 'joint')!r}", f"one of {body!r}'s planar "
+                     f"joints ({listed}) has {', '.join(extras)}; a planar joint has none")
+    hinge = hinges[0]
+    return {"name": c.name(Obj.JOINT, hinge, "joint"), "type": JointType.PLANAR.value,
+            "parent": parent, "child": body, "anchor": [float(x) for x in d.xanchor[hinge]],
+            "axis": [float(x) for x in n]}
 
 
 def _motors(c: _Converter) -> list[dict]:

@@ -59,6 +59,7 @@ import numpy as np
 
 from symphys.errors import SceneError, SymphysError
 from symphys.physics.algebra import Vec3, quat_to_mat_array
+from symphys.physics.joints import joint_frame
 from symphys.physics.model import principal_inertia
 from symphys.scene.elements import WORLD, FrictionModel, Joint, JointType, MotorMode, Shape
 from symphys.scene.scene import Scene
@@ -170,7 +171,7 @@ def kinematic_tree(scene: Scene) -> list[TreeEdge]:
                 "MuJoCo's joint tree (its joints are stiff); make it stiff to compare "
                 "with MuJoCo", source=scene.source, item=f"joint '{j.name}'")
         if j.type not in (JointType.FIXED, JointType.HINGE, JointType.BALL,
-                          JointType.SLIDER, JointType.UNIVERSAL):
+                          JointType.SLIDER, JointType.UNIVERSAL, JointType.PLANAR):
             raise SceneError(f"joint type '{j.type.value}' has no MJCF counterpart here",
                              source=scene.source, item=f"joint '{j.name}'")
     incident: dict[str, list[Joint]] = {WORLD: [], **{b.name: [] for b in scene.bodies}}
@@ -241,6 +242,11 @@ def mj_joints(edge: TreeEdge, taken: frozenset[str] = frozenset()) -> list[MjHin
         return [MjHinge(j.name, "hinge", axis)]
     if j.type is JointType.SLIDER:
         return [MjHinge(j.name, "slide", axis)]
+    if j.type is JointType.PLANAR:        # two slides across the normal, a turn about it
+        frame = np.array(joint_frame(j.axis, None), dtype=float).reshape(3, 3)
+        slides = [MjHinge(f"{j.name}:{k}", "slide", tuple(sign * frame[:, k]))
+                  for k in (1, 2)]
+        return slides + [MjHinge(f"{j.name}:turn", "hinge", axis)]
     first = MjHinge(f"{j.name}:0", "hinge", axis, 0)
     second = MjHinge(f"{j.name}:1", "hinge", tuple(sign * a for a in j.axis2), 1)
     # Inverted: R^-1 = R(-axis2, q1) R(-axis, q0), the child-fixed axis turns first.

@@ -358,10 +358,12 @@ def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobili
     if kind is JointType.SLIDER:
         for t in (pose.ref_b, pose.side_b):
             point(t, dot(pose.error, t))
+    elif kind is JointType.PLANAR:            # the anchors stay in the plane normal to axis
+        point(pose.axis_b, dot(pose.error, pose.axis_b))
     else:
         for axis, comp in zip((_X, _Y, _Z), pose.error):
             point(axis, comp)
-    if kind is JointType.HINGE:
+    if kind in (JointType.HINGE, JointType.PLANAR):
         misalign = cross(pose.axis_b, pose.axis_a)
         for t in (pose.ref_b, pose.side_b):
             turn(t, dot(misalign, t))

@@ -204,6 +204,7 @@ class JointType(enum.Enum):
     BALL = "ball"        # rotation about the anchor, any axis
     SLIDER = "slider"    # translation along `axis`, no rotation
     UNIVERSAL = "universal"  # rotation about `axis` (parent) and `axis2` (child), no twist
+    PLANAR = "planar"    # motion in the plane normal to `axis`: two slides, a turn about it
 
 
 class MotorMode(enum.Enum):

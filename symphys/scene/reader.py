@@ -250,8 +250,9 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
         if parent == child:
             r.fail("child", "a body cannot be jointed to itself")
         universal = kind is JointType.UNIVERSAL
-        has_axis = kind in (JointType.HINGE, JointType.SLIDER) or universal
-        used = {"axis": has_axis, "axis2": universal, "limits": has_axis and not universal}
+        has_axis = kind in (JointType.HINGE, JointType.SLIDER, JointType.PLANAR) or universal
+        used = {"axis": has_axis, "axis2": universal,
+                "limits": kind in (JointType.HINGE, JointType.SLIDER)}
         for key, ok in used.items():
             if r.has(key) and not ok:
                 hint = ("; bound its motors' command_range instead"

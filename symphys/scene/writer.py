@@ -61,7 +61,8 @@ def _body(body: Body) -> dict:
 
 def _joint(joint: Joint) -> dict:
     names = ["name", "type", "parent", "child", "anchor"]
-    if joint.type in (JointType.HINGE, JointType.SLIDER, JointType.UNIVERSAL):
+    if joint.type in (JointType.HINGE, JointType.SLIDER, JointType.UNIVERSAL,
+                      JointType.PLANAR):
         names.append("axis")
     if joint.type is JointType.UNIVERSAL:
         names.append("axis2")

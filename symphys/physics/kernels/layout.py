@@ -123,7 +123,7 @@ JOINT_CODES = {kind: i for i, kind in enumerate(JointType)}
 MOTOR_CODES = {mode: i for i, mode in enumerate(MotorMode)}
 # Equality rows per joint type (point rows, then angular rows), before limits.
 JOINT_ROWS = {JointType.FIXED: 6, JointType.HINGE: 5, JointType.BALL: 3,
-              JointType.SLIDER: 5, JointType.UNIVERSAL: 4}
+              JointType.SLIDER: 5, JointType.UNIVERSAL: 4, JointType.PLANAR: 3}
 LIMITED = (JointType.HINGE, JointType.SLIDER)
 
 

@@ -49,7 +49,7 @@ MASS, GAMMA, TARGET, KEEP = ROW.at("mass"), ROW.at("gamma"), ROW.at("target"), R
 LOWER, UPPER, MU = ROW.at("lower"), ROW.at("upper"), ROW.at("mu")
 HINGE, SLIDER, UNIVERSAL = (JOINT_CODES[JointType.HINGE], JOINT_CODES[JointType.SLIDER],
                             JOINT_CODES[JointType.UNIVERSAL])
-FIXED = JOINT_CODES[JointType.FIXED]
+FIXED, PLANAR = JOINT_CODES[JointType.FIXED], JOINT_CODES[JointType.PLANAR]
 POSITION = MOTOR_CODES[MotorMode.POSITION]
 
 
@@ -217,6 +217,11 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
                 out[r, TARGET] = -(gain * vn.dot(error, d) + vn.dot(dft, d)) / dt
                 out[r, KEEP] = keep
                 r += 1
+        elif kind == PLANAR:
+            out[r, MASS] = point_row(out[r], axis_b, ra, rb, a, b, body, inv_i)
+            out[r, TARGET] = -(gain * vn.dot(error, axis_b) + vn.dot(dft, axis_b)) / dt
+            out[r, KEEP] = keep
+            r += 1
         else:
             for k in range(3):
                 d = (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
@@ -224,7 +229,7 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
                 out[r, TARGET] = -(gain * error[k] + dft[k]) / dt
                 out[r, KEEP] = keep
                 r += 1
-        if kind == HINGE:
+        if kind == HINGE or kind == PLANAR:
             mis = vn.cross(axis_b, axis_a)
             for d in (ref_b, side_b):
                 out[r, MASS] = angular_row(out[r], d, a, b, inv_i)

@@ -45,6 +45,7 @@ from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIX
                                                 JAC_B, LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
                                                 MOTOR_DAMPING, STIFFNESS,
                                                 O_DAMPING, O_DT, O_FEEDBACK, O_GYRO, O_ISOTROPIC,
+                                                PLANAR,
                                                 POSITION, ROW_WIDTH, SLIDER, TARGET, UNIVERSAL,
                                                 UPPER, VELOCITY_DAMPING, VISCOUS, V, W, forces,
                                                 inverse_inertia, start_rate, torque_impulses)
@@ -305,10 +306,13 @@ def joint_vjp(s, joint, joints, joint_consts, options, body, inv_i, vel, g_rows,
         gp[:] = 0.0
         g_dft = (0.0, 0.0, 0.0)
         axis_a, ref_a, axis_b = vn.column(wa, 0), vn.column(wa, 1), vn.column(wb, 0)
+        # Point rows: a slider's across its axis, a planar joint's along its
+        # normal (both along the parent's frame), the others' along x, y, z.
+        along_frame = kind == SLIDER or kind == PLANAR
         for k in range(3):
-            if kind == SLIDER and k == 0:
+            if (kind == SLIDER and k == 0) or (kind == PLANAR and k > 0):
                 continue
-            d = vn.column(wb, k) if kind == SLIDER else _unit(k)
+            d = vn.column(wb, k) if along_frame else _unit(k)
             g_t = g_rows[r, TARGET]
             g_d, g_ra, g_rb = point_row_vjp(g_rows[r], g_rows[r, MASS], d, ra, rb, a, b, body,
                                             inv_i, g_body, g_inv_i)
@@ -316,11 +320,11 @@ def joint_vjp(s, joint, joints, joint_consts, options, body, inv_i, vel, g_rows,
             add3(gp, P_RB, g_rb)
             add3(gp, P_ERR, vn.scale(d, -gain * g_t / dt))
             g_dft = vn.add(g_dft, vn.scale(d, -g_t / dt))
-            if kind == SLIDER:
+            if along_frame:
                 g_d = vn.add(g_d, vn.scale(vn.add(vn.scale(error, gain), dft), -g_t / dt))
                 add_column(gp, P_WB, k, g_d)
             r += 1
-        if kind == HINGE:
+        if kind == HINGE or kind == PLANAR:
             mis = vn.cross(axis_b, axis_a)
             g_mis = (0.0, 0.0, 0.0)
             for k in range(1, 3):
