@@ -143,7 +143,8 @@ def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dic
         if scene.has_joint_drag:
             row[JOINT.at("viscous")] = p.get(f"{j.name}.viscous_damping", 0.0)
             row[JOINT.at("dry")] = p.get(f"{j.name}.dry_friction", 0.0)
-            row[JOINT.at("armature")] = p.get(f"{j.name}.armature", 0.0)
+            for key in ("armature", "spring_stiffness", "spring_reference"):
+                row[JOINT.at(key)] = p.get(f"{j.name}.{key}", 0.0)
     motor = np.zeros((1, len(scene.motors), MOTOR.width))
     for i, m in enumerate(scene.motors):
         motor[0, i] = [p.get(f"{m.name}.{key}", 0.0) for key in MOTOR.names]

@@ -206,6 +206,9 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
             for key in ("viscous_damping", "dry_friction", "armature"):
                 if d.chance(0.3):
                     fields[key] = _zero_or(d, 0.2, 0.0, 2.0)
+            if d.chance(0.25):
+                fields["spring_stiffness"] = d.uniform(0.5, 50.0)
+                fields["spring_reference"] = d.uniform(-0.3, 0.3)
         b.joint(f"j{len(joints)}", kind, parent, child, **fields)
         joints.append((f"j{len(joints)}", kind))
         joined.add(frozenset((parent, child)))
@@ -329,6 +332,7 @@ def scene_features(scene: Scene) -> Counter:
         f["joint:soft"] += j.frequency is not None
         f["joint:drag"] += j.has_drag
         f["joint:armature"] += j.armature > 0
+        f["joint:spring"] += j.spring_stiffness > 0
     for m in scene.motors:
         joint = scene.joints[scene.joint_names.index(m.joint)]
         f[f"motor:{m.mode.value}"] += 1

@@ -11,7 +11,9 @@ inertia about the pivot I_p (`_rod_inertia_about_pivot`):
   f < m g d and stays still when f > m g d;
 - armature I_a: the pivot's inertia becomes I_p + I_a (MuJoCo's armature:
   added to the joint's diagonal of the mass matrix), implicit with c:
-  w1 = ((I_p + I_a) w + torque dt) / (I_p + I_a + c dt).
+  w1 = ((I_p + I_a) w + torque dt) / (I_p + I_a + c dt);
+- a spring k (rest angle 0), implicit: from rest at theta,
+  w1 = -dt (m g d sin theta + k theta) / (I_p + k dt^2).
 """
 
 import numpy as np
@@ -26,12 +28,14 @@ D = ROD_LENGTH / 2          # pivot to centre of mass
 I_P = _rod_inertia_about_pivot()
 
 
-def _rod(iterations: int = 8):
+def _rod(iterations: int = 8, spring: float = 0.0):
     """The rod hanging straight down; losses are set per call."""
-    return (sp.SceneBuilder("lossy-rod", dt=DT, iterations=iterations)
+    return (sp.SceneBuilder("lossy-rod" if not spring else "springy-rod", dt=DT,
+                            iterations=iterations)
             .capsule("rod", radius=0.02, length=ROD_LENGTH, mass=MASS, position=[0, 0, -D])
             .joint("pivot", "hinge", "world", "rod", anchor=[0, 0, 0], axis=[0, 1, 0],
-                   viscous_damping=0.1, dry_friction=0.1, armature=0.1)
+                   viscous_damping=0.1, dry_friction=0.1, armature=0.1,
+                   **({"spring_stiffness": spring} if spring else {}))
             .build())
 
 
@@ -108,6 +112,27 @@ def test_armature_adds_to_the_inertia_about_the_joint():
         got = _rate_after(rod, 1, 0.0, 3.0, 2.0, 0.0, armature)
         want = (I_P * free + armature * 3.0) / (I_P + armature + 2.0 * DT)
         assert got == pytest.approx(want, rel=1e-7), armature
+
+
+def test_a_joint_spring_is_implicit():
+    """Started at rest at theta (towards +x; q = 0 at the start, so the
+    hanging pose is q = theta about the pivot's +y axis: the spring's rest
+    angle), the spring and gravity both turn the rod back; the step solves
+    the spring implicitly: w1 = -dt (m g d sin theta + k theta) / (I_p +
+    k dt^2), for a soft spring and for one too stiff for an explicit step
+    (k dt^2 = 50 I_p)."""
+    load = MASS * G * D
+    for k in (2.0, 50 * I_P / DT ** 2):
+        rod = _rod(iterations=40, spring=k)
+        assert rod.parameters()["pivot.spring_stiffness"] == k
+        for theta in (0.3, np.pi / 2):
+            params = dict(_state(theta, 0.0), **{
+                "pivot.spring_reference": theta, "pivot.viscous_damping": 0.0,
+                "pivot.dry_friction": 0.0, "pivot.armature": 0.0})
+            traj = sp.simulate(rod, 1, params=params, backend=BACKEND)
+            got = -traj.angular_velocity["rod"][-1, 1]
+            want = -DT * (load * np.sin(theta) + k * theta) / (I_P + k * DT ** 2)
+            assert got == pytest.approx(want, rel=1e-6), (k, theta)
 
 
 def test_dry_friction_slips_below_and_holds_above_the_gravity_torque(rod):

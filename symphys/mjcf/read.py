@@ -17,7 +17,8 @@ What converts:
   perpendicular slides and a hinge about their normal as one planar joint; a body with no joint is welded to its parent (a fixed joint); a
   massless body with no joint and no shape is only a frame and is skipped.
   Ranges become limits measured from `qpos0` (symphys' q is 0 at the
-  initial pose); damping, frictionloss and armature carry over;
+  initial pose); damping, frictionloss, armature and springs (stiffness,
+  springref) carry over;
 - motor, position and velocity actuators on a joint, as torque motors with
   a gain, stiffness and damping (`_motors`); ctrlrange becomes the command
   range, forcerange the torque bound;
@@ -233,8 +234,10 @@ def _check_model(c: _Converter) -> None:
                      f"{float(getattr(m.opt, attr)):g}: fluid forces are not supported")
     for j in range(m.njnt):
         label = f"joint {c.name(Obj.JOINT, j, 'joint')!r}"
-        if float(m.jnt_stiffness[j]):
-            c.refuse(label, "attribute 'stiffness' (a joint spring) is not supported")
+        if float(m.jnt_stiffness[j]) and MjJoint(int(m.jnt_type[j])) not in (
+                MjJoint.HINGE, MjJoint.SLIDE):
+            c.refuse(label, "attribute 'stiffness' (a spring) on a free or ball joint is not "
+                     "supported")
         if MjJoint(int(m.jnt_type[j])) in (MjJoint.FREE, MjJoint.BALL):
             dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + _dof_count(m.jnt_type[j]))
             if any(float(m.dof_armature[k]) for k in dofs):
@@ -411,6 +414,10 @@ def _joints(c: _Converter, kept: dict) -> list[dict]:
             doc["viscous_damping"] = float(m.dof_damping[dof])
         if float(m.dof_frictionloss[dof]):
             doc["dry_friction"] = float(m.dof_frictionloss[dof])
+        if float(m.jnt_stiffness[j]):
+            doc["spring_stiffness"] = float(m.jnt_stiffness[j])
+            doc["spring_reference"] = (float(m.qpos_spring[m.jnt_qposadr[j]])
+                                       - float(m.qpos0[m.jnt_qposadr[j]]))
         if float(m.dof_armature[dof]):
             _armature(c, doc, label, float(m.dof_armature[dof]),
                       _row_inertia(c, (b, parent_id), kind is MjJoint.HINGE, d.xaxis[j]))

@@ -385,6 +385,13 @@ def to_mjcf(scene: Scene, options: MjcfOptions = MjcfOptions()) -> str:
                 # Bearing losses and armature: MuJoCo's damping (implicit
                 # under its Euler integrator, as symphys'), frictionloss and
                 # armature.
+                if e.joint.spring_stiffness:
+                    if e.reversed:
+                        raise SceneError("a spring on a joint met from its child's side has "
+                                         "no MJCF counterpart here", source=scene.source,
+                                         item=f"joint '{e.joint.name}'")
+                    attrs.update(stiffness=_fmt([e.joint.spring_stiffness]),
+                                 springref=_fmt([e.joint.spring_reference]))
                 for key, value in (("damping", e.joint.viscous_damping),
                                    ("frictionloss", e.joint.dry_friction),
                                    ("armature", e.joint.armature)):

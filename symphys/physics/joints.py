@@ -41,6 +41,10 @@ from symphys.scene.elements import WORLD, JointType, MotorMode
 from symphys.scene.scene import Scene
 from symphys.tree import tree_map
 
+# A drag joint's parameters, in `JointFrames`' order after its frames.
+DRAG_FIELDS = ("viscous_damping", "dry_friction", "armature", "spring_stiffness",
+               "spring_reference")
+
 _X = Vec3(1.0, 0.0, 0.0)
 _Y = Vec3(0.0, 1.0, 0.0)
 _Z = Vec3(0.0, 0.0, 1.0)
@@ -155,6 +159,8 @@ class JointFrames:
     viscous: object = None           # bearing losses (Bp, J), when the scene has them
     dry: object = None
     armature: object = None
+    spring_stiffness: object = None
+    spring_reference: object = None
 
 
 @dataclass(frozen=True)
@@ -221,9 +227,8 @@ def build_joint_arrays(scene: Scene, p: dict):
                 local_b = matTvec(rb, anchor - pb)
                 frame_b = matmul(transpose(rb), frame)
             # Joints without losses (ball, fixed, universal) get zeros.
-            drag = ((p.get(f"{j.name}.viscous_damping", 0.0),
-                     p.get(f"{j.name}.dry_friction", 0.0), p.get(f"{j.name}.armature", 0.0))
-                    if scene.has_joint_drag else (None, None, None))
+            drag = (tuple(p.get(f"{j.name}.{key}", 0.0) for key in DRAG_FIELDS)
+                    if scene.has_joint_drag else (None,) * len(DRAG_FIELDS))
             per_joint.append(JointFrames(local_a, local_b, frame_a, frame_b, *drag))
         frames = tree_map(lambda *values: stack(list(values)), *per_joint)
     motors = None
@@ -498,11 +503,12 @@ def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobilit
     """Bearing losses and armature of one block of hinges or sliders: two
     rows on the joint rate q', swept with the joints.
 
-    Viscous damping c and armature I_a: a soft row whose sweeps converge to
-    the impulse -c dt q'_after - I_a (q'_after - q'_start) on the whole
-    articulated chain (implicit, so stable for any c and I_a; q'_start: the
-    rate at the step's start): softness gamma = 1 / K with K = I_a + c dt,
-    target I_a q'_start / K; no impulse when K = 0. Dry friction f: a stiff
+    Viscous damping c, armature I_a and a spring k: a soft row whose sweeps
+    converge to the impulse -c dt q'_after - I_a (q'_after - q'_start)
+    - k dt (q_start + dt q'_after - q_s) on the whole articulated chain
+    (implicit, so stable for any c, I_a and k; q_start, q'_start: at the
+    step's start): softness gamma = 1 / K with K = I_a + c dt + k dt^2,
+    target (I_a q'_start - k dt (q_start - q_s)) / K; no impulse when K = 0. Dry friction f: a stiff
     row aiming at q' = 0 whose impulse stays within +-f dt (Coulomb
     friction: the joint sticks while its load is below f)."""
     dt = scene.dt
@@ -510,10 +516,11 @@ def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobilit
                  len(scene.joints))
     gj = Gather(block.joints, len(scene.joints))
     row = _axis_row(block.type, RowKind.MOTOR, pose.axis_b, pose, mob, 0.0)
-    armature = gj.take(frames.armature)
-    k = armature + gj.take(frames.viscous) * dt
+    armature, spring = gj.take(frames.armature), gj.take(frames.spring_stiffness)
+    k = armature + gj.take(frames.viscous) * dt + spring * dt * dt
     rate = row.velocity(velocity_matrix(state.velocity, state.angular_velocity))
+    stretch = coordinate(block.type, pose) - gj.take(frames.spring_reference)
     viscous = replace(row, m_soft=k * row.m_eff / (k + row.m_eff), gamma=safe_div(1.0, k),
-                      target=safe_div(armature * rate, k))
+                      target=safe_div(armature * rate - spring * dt * stretch, k))
     bound = gj.take(frames.dry) * dt
     return [BoundedRow(viscous), BoundedRow(row, lower=-bound, upper=bound)]

@@ -233,7 +233,9 @@ class Joint:
     N s/m) and Coulomb friction of at most f (N m, N) against its rate:
     bearing losses. armature I_a (hinges and sliders; kg m^2, kg): the
     inertia of a rotor geared to the joint, a torque -I_a d2q/dt2 (MuJoCo's
-    `armature`)."""
+    `armature`). spring_stiffness k and spring_reference q_s (hinges and
+    sliders): a spring torque -k (q - q_s) (MuJoCo's `stiffness` and
+    `springref`)."""
 
     name: str
     type: JointType
@@ -248,12 +250,15 @@ class Joint:
     viscous_damping: float = 0.0
     dry_friction: float = 0.0
     armature: float = 0.0
+    spring_stiffness: float = 0.0
+    spring_reference: float = 0.0
 
     @property
     def has_drag(self) -> bool:
-        """Whether the joint has bearing losses (viscous or dry) or armature:
-        rows on its rate."""
-        return self.viscous_damping > 0 or self.dry_friction > 0 or self.armature > 0
+        """Whether the joint has bearing losses (viscous or dry), armature or
+        a spring: rows on its rate."""
+        return (self.viscous_damping > 0 or self.dry_friction > 0 or self.armature > 0
+                or self.spring_stiffness > 0)
 
     @property
     def softness(self) -> tuple[float, float] | None:
@@ -494,6 +499,7 @@ FIELD_SIGNS = {
     **dict.fromkeys(("mass", "radius", "size", "length", "inertia", "constraint_frequency",
                      "contact_stiffness"), Sign.POSITIVE),
     **dict.fromkeys(("friction", "restitution", "rolling_friction", "viscous_damping", "armature",
+                     "spring_stiffness",
                      "dry_friction", "constraint_damping", "contact_damping",
                      "velocity_damping", *MOTOR_FIELDS, *FEEDBACK_FIELDS), Sign.NONNEGATIVE),
 }

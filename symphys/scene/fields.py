@@ -29,7 +29,8 @@ CAMERA_KEYS = {"name", "position", "direction", "up", "focal_length", "sensor_si
 PLANE_KEYS = {"point", "normal", "color", "texture"}
 TEXTURE_KEYS = {"image", "checker", "scale"}
 JOINT_KEYS = {"name", "type", "parent", "child", "anchor", "axis", "axis2", "limits", "frequency",
-              "damping", "viscous_damping", "dry_friction", "armature"}
+              "damping", "viscous_damping", "dry_friction", "armature", "spring_stiffness",
+              "spring_reference"}
 SENSOR_KEYS = {"name", "type", "joint", "body", "camera", "frequencies", "size", "margin"}
 MOTOR_KEYS = {"name", "joint", "mode", "gain", "max_velocity", "max_torque", "command_range",
               "axis", "stiffness", "damping"}

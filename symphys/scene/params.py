@@ -35,13 +35,15 @@ def check_names(scene: Scene, names: Iterable[str], what: str) -> list[str]:
                 f"this scene has no rolling friction; give 'rolling_friction' > 0 to a "
                 f"body or the ground in the scene to enable it")
         if isinstance(name, str) and name.endswith((".viscous_damping", ".dry_friction",
-                                                    ".armature")) \
+                                                    ".armature", ".spring_stiffness",
+                                                    ".spring_reference")) \
                 and name not in valid and name.split(".")[0] in scene.joint_names:
             raise ParameterError(
                 f"{scene.source}: parameter {name!r} in {what}= does not exist because "
-                f"no joint of this scene has bearing losses or armature (or it is not a "
-                f"hinge or slider); give 'viscous_damping', 'dry_friction' or 'armature' "
-                f"> 0 to a joint in the scene to enable them")
+                f"no joint of this scene has bearing losses, armature or a spring (or it "
+                f"is not a hinge or slider); give "
+                f"'viscous_damping', 'dry_friction', 'armature' or 'spring_stiffness' > 0 "
+                f"to a joint in the scene to enable them")
         if not isinstance(name, str) or name not in valid:
             raise ParameterError(
                 f"{scene.source}: unknown parameter {name!r} in {what}="

@@ -273,10 +273,11 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
         if r.has("damping") and frequency is None:
             r.fail("damping", "only a soft joint has damping: give its frequency (Hz) too; "
                    "for bearing losses use viscous_damping or dry_friction")
-        for key in ("viscous_damping", "dry_friction", "armature"):
+        for key in ("viscous_damping", "dry_friction", "armature", "spring_stiffness",
+                    "spring_reference"):
             if r.has(key) and kind not in (JointType.HINGE, JointType.SLIDER):
-                r.fail(key, f"only hinges and sliders have bearing losses and armature, not "
-                       f"a {kind.value} joint")
+                r.fail(key, f"only hinges and sliders have bearing losses, armature and "
+                       f"springs, not a {kind.value} joint")
         joints.append(Joint(name=name, type=kind, parent=parent, child=child,
                             anchor=anchor, axis=axis,
                             limits=value_range(r, "limits") if used["limits"] else None,
@@ -284,7 +285,9 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
                             damping=r.number("damping", 0.0, sign=Sign.NONNEGATIVE),
                             viscous_damping=r.number("viscous_damping", 0.0),
                             dry_friction=r.number("dry_friction", 0.0),
-                            armature=r.number("armature", 0.0)))
+                            armature=r.number("armature", 0.0),
+                            spring_stiffness=r.number("spring_stiffness", 0.0),
+                            spring_reference=r.number("spring_reference", 0.0, sign=None)))
     return tuple(joints)
 
 

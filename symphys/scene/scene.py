@@ -125,6 +125,9 @@ class Scene:
             values[f"{j.name}.viscous_damping"] = j.viscous_damping
             values[f"{j.name}.dry_friction"] = j.dry_friction
             values[f"{j.name}.armature"] = j.armature
+            if self.has_joint_springs:
+                values[f"{j.name}.spring_stiffness"] = j.spring_stiffness
+                values[f"{j.name}.spring_reference"] = j.spring_reference
         for m in self.motors:
             for key in MOTOR_FIELDS + (FEEDBACK_FIELDS if m.feedback else ()):
                 values[f"{m.name}.{key}"] = getattr(m, key)
@@ -159,6 +162,12 @@ class Scene:
         if self.ground is not None:
             values.append(self.ground.rolling_friction)
         return any(v > 0 for v in values)
+
+    @property
+    def has_joint_springs(self) -> bool:
+        """Whether any joint has a spring; then every hinge and slider has
+        the parameters `<joint>.spring_stiffness` and `<joint>.spring_reference`."""
+        return any(j.spring_stiffness > 0 for j in self.joints)
 
     @property
     def has_joint_drag(self) -> bool:
@@ -204,6 +213,8 @@ class Scene:
         explicit = [b.name for b in self.bodies if b.inertia is not None]
         if explicit:
             doc["explicit_inertia"] = explicit
+        if self.has_joint_springs:
+            doc["joint_springs"] = True
         feedback = [m.name for m in self.motors if m.feedback]
         if feedback:
             doc["motor_feedback"] = feedback

@@ -68,6 +68,8 @@ def _joint(joint: Joint) -> dict:
         names.append("axis2")
     if joint.type in (JointType.HINGE, JointType.SLIDER):
         names += ["limits", "viscous_damping", "dry_friction", "armature"]
+        if joint.spring_stiffness or joint.spring_reference:
+            names += ["spring_stiffness", "spring_reference"]
     if joint.frequency is not None:
         names += ["frequency", "damping"]
     return _fields(joint, names)

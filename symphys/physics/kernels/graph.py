@@ -104,7 +104,8 @@ def unpack_model(scene, body, world, joint, motor):
         frames = JointFrames(*(part(joint, JOINT, k) for k in
                                ("anchor_a", "anchor_b", "frame_a", "frame_b")),
                              *(part(joint, JOINT, k) if drag else None
-                               for k in ("viscous", "dry", "armature")))
+                               for k in ("viscous", "dry", "armature", "spring_stiffness",
+                                         "spring_reference")))
     if scene.motors:
         motors = MotorArrays(*(part(motor, MOTOR, k) for k in MOTOR.names))
     return bodies, worlds, frames, motors

@@ -75,7 +75,8 @@ WORLD = Packing(("gravity", 3), ("ground_height", 1), ("ground_friction", 1),
                 ("constraint_frequency", 1), ("constraint_damping", 1),
                 ("velocity_damping", 1))
 JOINT = Packing(("anchor_a", 3), ("anchor_b", 3), ("frame_a", 9), ("frame_b", 9),
-                ("viscous", 1), ("dry", 1), ("armature", 1))
+                ("viscous", 1), ("dry", 1), ("armature", 1), ("spring_stiffness", 1),
+                ("spring_reference", 1))
 MOTOR = Packing(("gain", 1), ("max_velocity", 1), ("max_torque", 1), ("stiffness", 1),
                 ("damping", 1))
 # A solver row as the sweeps read it: J and M^-1 J^T on each side (b's

@@ -176,12 +176,14 @@ def _joints(scene: Scene, p: dict, position, rotation):
     drag = {j.name for j in scene.drag_joints}
 
     def loss(key):
-        return gather([p[f"{j.name}.{key}"] if j.name in drag else np.zeros(())
-                       for j in scene.joints])[..., None]
+        return gather([p.get(f"{j.name}.{key}", np.zeros(())) if j.name in drag
+                       else np.zeros(()) for j in scene.joints])[..., None]
 
     return _packed(JOINT, {"anchor_a": point_a, "anchor_b": point_b, "frame_a": frame_a,
                            "frame_b": frame_b, "viscous": loss("viscous_damping"),
-                           "dry": loss("dry_friction"), "armature": loss("armature")})
+                           "dry": loss("dry_friction"), "armature": loss("armature"),
+                           "spring_stiffness": loss("spring_stiffness"),
+                           "spring_reference": loss("spring_reference")})
 
 
 def packed_model(scene: Scene, p: dict):

@@ -257,24 +257,28 @@ def _joint_rows(w, joints, consts, joint, bodies, options):
 
 
 def _drag_rows(drags, joint, bodies, start, options):
-    """Bearing losses and armature: a soft (FREE) row of gamma 1/K aiming at
-    I_a q'_start / K (K = I_a + c dt; start (N, 6): the step's starting
-    velocities) and a dry-friction (BOX) row per item."""
+    """Bearing losses, armature and springs: a soft (FREE) row of gamma 1/K
+    aiming at (I_a q'_start - k dt (q_start - q_s)) / K (K = I_a + c dt +
+    k dt^2; start (N, 6): the step's starting velocities) and a
+    dry-friction (BOX) row per item."""
     dt = options[Option.DT]
     kind, a, b = drags[:, Item.KIND], drags[:, Item.A], drags[:, Item.B]
     jp = joint[drags[:, Item.INDEX]]
     pose = joint_pose(jp, a, b, bodies.x, bodies.rot)
     angular = (kind == _HINGE) | (kind == _UNIVERSAL)
     jac_a, jac_b, dir_a, dir_b, m_eff = bodies.axis_row(angular, pose["axis_b"], pose, a, b)
-    armature = jp[:, JOINT.at("armature")]
-    big_k = armature + jp[:, JOINT.at("viscous")] * dt
+    armature, spring = jp[:, JOINT.at("armature")], jp[:, JOINT.at("spring_stiffness")]
+    big_k = armature + jp[:, JOINT.at("viscous")] * dt + spring * dt * dt
+    q = jnp.where(angular, hinge_angle(pose), dot(pose["error"], pose["axis_b"]))
+    stretch = q - jp[:, JOINT.at("spring_reference")]
     den = big_k + m_eff
     ok = den != 0
     m_visc = jnp.where(ok, big_k * m_eff / jnp.where(ok, den, 1.0), 0.0)
     rate = _start_rate(jac_a, jac_b, start, a, b)
     bound = jp[:, JOINT.at("dry")] * dt
     viscous = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_visc, safe_div(1.0, big_k),
-                         safe_div(armature * rate, big_k), 1.0, -INF, INF, 0.0)
+                         safe_div(armature * rate - spring * dt * stretch, big_k), 1.0, -INF,
+                         INF, 0.0)
     dry = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_eff, 0.0, 0.0, 1.0, -bound, bound, 0.0)
     return jnp.stack([viscous, dry], axis=1), 2 + 0 * a
 

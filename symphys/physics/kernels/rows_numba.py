@@ -40,6 +40,7 @@ G_FRICTION, G_RESTITUTION, G_ROLL = WORLD.at("ground_friction"), \
 FREQUENCY, DAMPING_RATIO, VELOCITY_DAMPING = WORLD.at("constraint_frequency"), \
     WORLD.at("constraint_damping"), WORLD.at("velocity_damping")
 VISCOUS, DRY, ARMATURE = JOINT.at("viscous"), JOINT.at("dry"), JOINT.at("armature")
+SPRING, SPRING_REF = JOINT.at("spring_stiffness"), JOINT.at("spring_reference")
 GAIN, MAX_VELOCITY, MAX_TORQUE = MOTOR.at("gain"), MOTOR.at("max_velocity"), \
     MOTOR.at("max_torque")
 STIFFNESS, MOTOR_DAMPING = MOTOR.at("stiffness"), MOTOR.at("damping")
@@ -276,8 +277,9 @@ def start_rate(row, s, a, b):
 
 @leaf
 def drag_rows(s, joint, drags, options, body, inv_i, out):
-    """Bearing-loss and armature rows (`joints.drag_rows`): K = I_a + c dt,
-    a soft row of gamma 1/K aiming at I_a q'_start / K, and the dry row."""
+    """Bearing-loss, armature and spring rows (`joints.drag_rows`): with
+    K = I_a + c dt + k dt^2, a soft row of gamma 1/K aiming at
+    (I_a q'_start - k dt (q_start - q_s)) / K, and the dry row."""
     dt = options[O_DT]
     for q in range(drags.shape[0]):
         kind, a, b, j, r = (drags[q, I_KIND], drags[q, I_A], drags[q, I_B], drags[q, I_INDEX],
@@ -287,11 +289,13 @@ def drag_rows(s, joint, drags, options, body, inv_i, out):
         m_eff = axis_row(out[r], kind, axis_b, pose, a, b, body, inv_i)
         for k in range(ROW_WIDTH):
             out[r + 1, k] = out[r, k]
-        armature = joint[j, ARMATURE]
-        big_k = armature + joint[j, VISCOUS] * dt
+        armature, spring = joint[j, ARMATURE], joint[j, SPRING]
+        big_k = armature + joint[j, VISCOUS] * dt + spring * dt * dt
+        stretch = coordinate(kind, 0, pose) - joint[j, SPRING_REF]
         out[r, MASS] = big_k * m_eff / (big_k + m_eff)
         out[r, GAMMA] = vn.safe_div(1.0, big_k)
-        out[r, TARGET] = vn.safe_div(armature * start_rate(out[r], s, a, b), big_k)
+        out[r, TARGET] = vn.safe_div(armature * start_rate(out[r], s, a, b)
+                                     - spring * dt * stretch, big_k)
         out[r, KEEP] = 1.0
         bound = joint[j, DRY] * dt
         out[r + 1, MASS] = m_eff

@@ -43,7 +43,7 @@ from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIX
                                                 GRAVITY, HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT,
                                                 I_KIND, I_ROW, I_SUB, INERTIA, INV_INERTIA, JAC_A,
                                                 JAC_B, LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
-                                                MOTOR_DAMPING, STIFFNESS,
+                                                MOTOR_DAMPING, SPRING, SPRING_REF, STIFFNESS,
                                                 O_DAMPING, O_DT, O_FEEDBACK, O_GYRO, O_ISOTROPIC,
                                                 PLANAR,
                                                 POSITION, ROW_WIDTH, SLIDER, TARGET, UNIVERSAL,
@@ -237,8 +237,9 @@ def servo_vjp(s, joint, motor, action, servos, motor_consts, dt, body, inv_i, g_
 @leaf
 def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_inv_i, gp, row,
              grow):
-    """Pullback of `rows_numba.drag_rows` (K = I_a + c dt; the target
-    I_a q'_start / K reads the row's J and the state's velocities)."""
+    """Pullback of `rows_numba.drag_rows` (K = I_a + c dt + k dt^2; the
+    target (I_a q'_start - k dt (q_start - q_s)) / K reads the row's J, the
+    state's velocities and the joint coordinate)."""
     for q in range(drags.shape[0]):
         kind, a, b, j, r = (drags[q, I_KIND], drags[q, I_A], drags[q, I_B], drags[q, I_INDEX],
                             drags[q, I_ROW])
@@ -246,8 +247,9 @@ def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_i
         axis_b = vn.column(pose[4], 0)
         row[:] = 0.0
         m_eff = axis_row(row, kind, axis_b, pose, a, b, body, inv_i)
-        armature = joint[j, ARMATURE]
-        big_k = armature + joint[j, VISCOUS] * dt
+        armature, spring = joint[j, ARMATURE], joint[j, SPRING]
+        big_k = armature + joint[j, VISCOUS] * dt + spring * dt * dt
+        stretch = coordinate(kind, 0, pose) - joint[j, SPRING_REF]
         for k in range(ROW_WIDTH):
             grow[k] = g_rows[r, k] + g_rows[r + 1, k]
         g_mass = g_rows[r, MASS]
@@ -258,14 +260,19 @@ def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_i
             g_m += g_mass * big_k * big_k / (den * den)
             g_k += g_mass * m_eff * m_eff / (den * den)
         g_armature = 0.0
+        g_stretch = 0.0
         if abs(big_k) > vn.EPS:
             g_k -= g_rows[r, GAMMA] / (big_k * big_k)
-            # target = I_a jv / K, jv = J v_start
+            # target = N / K, N = I_a jv - k dt stretch, jv = J v_start
             jv = start_rate(row, s, a, b)
-            g_t = g_rows[r, TARGET]
-            g_armature += g_t * jv / big_k
-            g_k -= g_t * armature * jv / (big_k * big_k)
-            g_jv = g_t * armature / big_k
+            numerator = armature * jv - spring * dt * stretch
+            g_n = g_rows[r, TARGET] / big_k
+            g_k -= g_n * numerator / big_k
+            g_armature += g_n * jv
+            g_joint[j, SPRING] -= g_n * dt * stretch
+            g_stretch = -g_n * spring * dt
+            g_joint[j, SPRING_REF] -= g_stretch
+            g_jv = g_n * armature
             for k in range(3):
                 grow[JAC_A + k] += g_jv * s[a, V + k]
                 grow[JAC_A + 3 + k] += g_jv * s[a, W + k]
@@ -278,8 +285,10 @@ def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_i
                     g_s[b, W + k] += g_jv * row[JAC_B + 3 + k]
         g_joint[j, VISCOUS] += dt * g_k
         g_joint[j, ARMATURE] += g_k + g_armature
+        g_joint[j, SPRING] += dt * dt * g_k
         g_joint[j, DRY] += dt * (g_rows[r + 1, UPPER] - g_rows[r + 1, LOWER])
         gp[:] = 0.0
+        coordinate_vjp(kind, 0, pose, g_stretch, gp)
         g_d = axis_row_vjp(grow, g_m, kind, axis_b, pose, a, b, body, inv_i, g_body, g_inv_i, gp)
         add_column(gp, P_WB, 0, g_d)
         joint_pose_vjp(s, joint[j], a, b, gp, g_s, g_joint[j])
