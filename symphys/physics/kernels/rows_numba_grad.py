@@ -137,6 +137,22 @@ def _direction_vjp(kind, axis, gp, g_d):
 
 
 @leaf
+def start_rate_vjp(row, s, a, b, g, grow, g_s):
+    """Pullback of `rows_numba.start_rate` (J v_start) of its cotangent g:
+    into the row's J (grow) and the state's velocities (g_s)."""
+    for k in range(3):
+        grow[JAC_A + k] += g * s[a, V + k]
+        grow[JAC_A + 3 + k] += g * s[a, W + k]
+        g_s[a, V + k] += g * row[JAC_A + k]
+        g_s[a, W + k] += g * row[JAC_A + 3 + k]
+        if b >= 0:
+            grow[JAC_B + k] += g * s[b, V + k]
+            grow[JAC_B + 3 + k] += g * s[b, W + k]
+            g_s[b, V + k] += g * row[JAC_B + k]
+            g_s[b, W + k] += g * row[JAC_B + 3 + k]
+
+
+@leaf
 def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, g_vel, g_s,
                g_body, g_joint, g_motor, g_action, g_inv_i, gp, row, grow):
     """Pullback of `rows_numba.torque_impulses` (g_vel: the cotangent of the
@@ -172,17 +188,7 @@ def torque_vjp(s, joint, motor, action, torques, motor_consts, dt, body, inv_i, 
         g_motor[m, GAIN] += command * g_torque
         g_motor[m, STIFFNESS] -= coord * g_torque
         g_motor[m, MOTOR_DAMPING] -= rate * g_torque
-        g_rate = -damping * g_torque           # rate = J v_start
-        for k in range(3):
-            grow[JAC_A + k] += g_rate * s[a, V + k]
-            grow[JAC_A + 3 + k] += g_rate * s[a, W + k]
-            g_s[a, V + k] += g_rate * row[JAC_A + k]
-            g_s[a, W + k] += g_rate * row[JAC_A + 3 + k]
-            if b >= 0:
-                grow[JAC_B + k] += g_rate * s[b, V + k]
-                grow[JAC_B + 3 + k] += g_rate * s[b, W + k]
-                g_s[b, V + k] += g_rate * row[JAC_B + k]
-                g_s[b, W + k] += g_rate * row[JAC_B + 3 + k]
+        start_rate_vjp(row, s, a, b, -damping * g_torque, grow, g_s)
         gp[:] = 0.0
         coordinate_vjp(kind, axis, pose, -stiffness * g_torque, gp)
         g_d = axis_row_vjp(grow, 0.0, kind, direction, pose, a, b, body, inv_i, g_body, g_inv_i,
@@ -272,17 +278,7 @@ def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_i
             g_joint[j, SPRING] -= g_n * dt * stretch
             g_stretch = -g_n * spring * dt
             g_joint[j, SPRING_REF] -= g_stretch
-            g_jv = g_n * armature
-            for k in range(3):
-                grow[JAC_A + k] += g_jv * s[a, V + k]
-                grow[JAC_A + 3 + k] += g_jv * s[a, W + k]
-                g_s[a, V + k] += g_jv * row[JAC_A + k]
-                g_s[a, W + k] += g_jv * row[JAC_A + 3 + k]
-                if b >= 0:
-                    grow[JAC_B + k] += g_jv * s[b, V + k]
-                    grow[JAC_B + 3 + k] += g_jv * s[b, W + k]
-                    g_s[b, V + k] += g_jv * row[JAC_B + k]
-                    g_s[b, W + k] += g_jv * row[JAC_B + 3 + k]
+            start_rate_vjp(row, s, a, b, g_n * armature, grow, g_s)
         g_joint[j, VISCOUS] += dt * g_k
         g_joint[j, ARMATURE] += g_k + g_armature
         g_joint[j, SPRING] += dt * dt * g_k
