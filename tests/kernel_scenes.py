@@ -39,7 +39,7 @@ GRID = 1.0 / 64.0
 REST_QUATERNIONS = ((1.0, 0.0, 0.0, 0.0), (0.5, 0.5, 0.5, 0.5), (0.5, -0.5, -0.5, -0.5),
                     (0.0, 1.0, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0), (0.0, 0.0, 0.0, 1.0))
 _SUPPORTED = {("sphere", "sphere"), ("sphere", "box"), ("box", "sphere"),
-              ("capsule", "sphere"), ("sphere", "capsule")}
+              ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule")}
 _AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0),
          (-1.0, 0.0, 0.0), (0.0, -1.0, 0.0), (0.0, 0.0, -1.0))
 

@@ -17,7 +17,8 @@ from symphys.scene.params import resolve_values
 # in at least (1, 3) scenes.
 REQUIRED = (
     [f"contact:{k}" for k in ("sphere-ground", "box-ground", "capsule-ground",
-                              "sphere-sphere", "sphere-box", "capsule-sphere")]
+                              "sphere-sphere", "sphere-box", "capsule-sphere",
+                              "capsule-capsule")]
     + [f"joint:{t}" for t in ("fixed", "hinge", "ball", "slider", "universal", "planar")]
     + [f"motor:{m}" for m in ("position", "velocity", "torque")]
     + [f"motor-on:{t}" for t in ("hinge", "slider", "universal")]

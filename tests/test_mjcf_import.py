@@ -179,6 +179,10 @@ def test_gradients_of_an_imported_link_length_and_gain_match_central_differences
     ("<mujoco><worldbody><body name='a'><joint name='h' type='hinge'/><geom type='sphere' "
      "size='.1'/></body></worldbody><actuator><cylinder name='p' joint='h'/>"
      "</actuator></mujoco>", "actuator 'p'", "dynamics"),
+    ("<mujoco><worldbody><body name='a' pos='0 0 1'><freejoint/><geom name='c' "
+     "type='capsule' size='.1 .2'/></body><body name='b' pos='1 0 1'><freejoint/>"
+     "<geom name='x' type='box' size='.1 .1 .1'/></body></worldbody></mujoco>", "geom 'c'",
+     "capsule-box"),
     ("<mujoco><option density='1.2'/><worldbody><body name='a'><freejoint/>"
      "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "option", "fluid"),
 ])
@@ -399,20 +403,21 @@ def test_a_planar_walker_floating_under_joint_torques_moves_as_in_mujoco(tmp_pat
     assert 1.7 < gaps[0] / gaps[1] < 2.3, gaps
 
 
-def test_hopper_loads_with_its_unsupported_pairs_and_heavy_armature_dropped():
-    """gymnasium's hopper: a planar root; its self-contacts are
-    capsule-capsule (refused, or dropped and listed) and its armature (25
-    times what the thigh turns) too heavy for symphys' rows."""
+def test_hopper_loads_with_its_self_contacts():
+    """gymnasium's hopper: a planar root, MuJoCo's pairs (every body on the
+    floor; torso-leg, torso-foot and thigh-foot, capsule-capsule, the
+    parent filter taking the rest); its armature (25 times what the thigh
+    turns) too heavy for symphys' rows."""
     hopper = gymnasium_assets / "hopper.xml"
-    with pytest.raises(sp.SceneError, match="capsule-capsule"):
-        sp.load_mjcf(hopper, heavy_armature="drop")
-    out = convert_model(mujoco.MjModel.from_xml_path(str(hopper)), on_unsupported="drop",
-                        heavy_armature="drop")
-    assert sum("capsule-capsule" in line for line in out.dropped) == 3
+    with pytest.raises(sp.SceneError, match="thigh_joint.*armature"):
+        sp.load_mjcf(hopper)
+    out = convert_model(mujoco.MjModel.from_xml_path(str(hopper)), heavy_armature="drop")
+    assert len(out.dropped) == 3 and all("armature" in line for line in out.dropped)
     assert [j.type for j in out.scene.joints] == [sp.JointType.PLANAR] + [
         sp.JointType.HINGE] * 3
-    assert {(p.a, p.b) for p in out.scene.contacts} == {
-        (b, "ground") for b in ("torso", "thigh", "leg", "foot")}
+    assert {frozenset((p.a, p.b)) for p in out.scene.contacts} == {frozenset(p) for p in [
+        *((b, "ground") for b in ("torso", "thigh", "leg", "foot")), ("torso", "leg"),
+        ("torso", "foot"), ("thigh", "foot")]}
 
 
 def test_half_cheetah_joint_springs_move_as_in_mujoco(tmp_path):

@@ -159,3 +159,27 @@ def test_rolling_friction_stops_a_rolling_ball(mu_roll):
     assert x[-1, 0] == pytest.approx(v0 ** 2 / (2 * a), rel=0.01)
     assert np.abs(v[-1]).max() < 1e-9
     assert np.abs(x[:, 2] - r).max() < 1e-9
+
+
+def test_a_capsule_rests_crosswise_on_a_capsule():
+    """A capsule dropped across a fixed one (axes along y and x), its centre
+    over the other's axis, comes to rest on it: its axis r_a + r_b above
+    the other's, where it fell. Dropped 0.1 m off its centre, it tips about
+    the point of contact and slides off."""
+    r1, r2, base = 0.05, 0.08, 0.5
+    scene = (sp.SceneBuilder("crossed", dt=0.005, iterations=20)
+             .capsule("beam", radius=r1, length=1.0, mass=5.0, position=[0, 0, base],
+                      quaternion=[np.cos(np.pi / 4), 0, np.sin(np.pi / 4), 0])
+             .capsule("rod", radius=r2, length=0.6, mass=1.0,
+                      position=[0.05, 0.0, base + r1 + r2 + 0.1],
+                      quaternion=[np.cos(np.pi / 4), np.sin(np.pi / 4), 0, 0])
+             .joint("hold", "fixed", "world", "beam", anchor=[0, 0, base])
+             .build())
+    assert [(c.a, c.b) for c in scene.contacts] == [("beam", "rod")]
+    traj = sp.simulate(scene, 400)
+    rod = traj.position["rod"][-1]
+    assert rod[2] == pytest.approx(base + r1 + r2, abs=1e-3)
+    assert np.abs(traj.velocity["rod"][-1]).max() < 1e-3
+    assert rod[0] == pytest.approx(0.05, abs=1e-3) and abs(rod[1]) < 1e-6
+    off = sp.simulate(scene, 400, params={"rod.position": [0.05, 0.1, base + r1 + r2 + 0.1]})
+    assert off.position["rod"][-1, 2] < base - 0.5                        # it fell off

@@ -134,6 +134,11 @@ def _combine(block: ContactBlock, bodies: BodyArrays, world: WorldArrays, ga, gb
     return pt.switch(prod > 0, pt.sqrt(safe), 0.0), pt.maximum(e_a, e_b)
 
 
+# Capsule axes closer to parallel than this (1 - (u_a . u_b)^2): their
+# segments meet at a's start (the kernels read it too).
+PARALLEL = 1e-10
+
+
 def _z_axis(rot: Mat3) -> Vec3:
     return Vec3(rot.xz, rot.yz, rot.zz)
 
@@ -176,15 +181,18 @@ class _Pair:
         gap = self.xa.z + ra.z - self.world.ground_height
         return ContactGeometry(gap, self.up, ra, None, self.mu, self.e)
 
-    def round_contact(self, nearest_a: Vec3, r_a, r_b) -> ContactGeometry:
-        """Two rounded shapes: a's closest core point to b's centre, radii."""
-        n, dist = normalize(nearest_a - self.xb, fallback=self.up)
+    def round_contact(self, nearest_a: Vec3, r_a, r_b, nearest_b: Vec3 | None = None
+                      ) -> ContactGeometry:
+        """Two rounded shapes: their closest core points (b's: its centre
+        unless given), radii."""
+        nearest_b = self.xb if nearest_b is None else nearest_b
+        n, dist = normalize(nearest_a - nearest_b, fallback=self.up)
         gap = dist - r_a - r_b
         # Each body's lever arm reaches its own surface point: the two meet
         # when the gap closes, so the friction torque does not jump when a
         # speculative contact (gap > 0) switches on.
-        return ContactGeometry(gap, n, nearest_a - n.scale(r_a) - self.xa, n.scale(r_b),
-                               self.mu, self.e)
+        return ContactGeometry(gap, n, nearest_a - n.scale(r_a) - self.xa,
+                               nearest_b - self.xb + n.scale(r_b), self.mu, self.e)
 
 
 def _sphere_ground(p: _Pair) -> ContactGeometry:
@@ -217,6 +225,25 @@ def _capsule_sphere(p: _Pair) -> ContactGeometry:
     t = pt.clip(dot(p.xb - start, axis), 0.0, 2.0 * hl)
     return p.round_contact(start + axis.scale(t), p.ga.take(p.bodies.radius),
                            p.gb.take(p.bodies.radius))
+
+
+def _capsule_capsule(p: _Pair) -> ContactGeometry:
+    """The closest points of the two axis segments (`contacts_numba.segment_pair`)."""
+    ua, ub = _z_axis(p.rotation.map(p.ga.take)), _z_axis(p.rotation.map(p.gb.take))
+    hla, hlb = p.ga.take(p.bodies.half_length), p.gb.take(p.bodies.half_length)
+    r = (p.xa - ua.scale(hla)) - (p.xb - ub.scale(hlb))
+    b, c, f = dot(ua, ub), dot(ua, r), dot(ub, r)
+    denom = 1.0 - b * b
+    apart = denom > PARALLEL
+    s = pt.switch(apart, pt.clip((b * f - c) / pt.switch(apart, denom, 1.0), 0.0, 2.0 * hla),
+                  0.0)
+    t = b * s + f
+    below, above = t < 0.0, t > 2.0 * hlb
+    s = pt.switch(below, pt.clip(-c, 0.0, 2.0 * hla),
+                  pt.switch(above, pt.clip(b * 2.0 * hlb - c, 0.0, 2.0 * hla), s))
+    t = pt.switch(below, 0.0, pt.switch(above, 2.0 * hlb, t))
+    return p.round_contact(p.xa + ua.scale(s - hla), p.ga.take(p.bodies.radius),
+                           p.gb.take(p.bodies.radius), nearest_b=p.xb + ub.scale(t - hlb))
 
 
 def _sphere_box(p: _Pair) -> ContactGeometry:
@@ -256,6 +283,7 @@ COLLIDERS = {
     ContactKind.SPHERE_SPHERE: (_sphere_sphere, 1),
     ContactKind.SPHERE_BOX: (_sphere_box, 1),
     ContactKind.CAPSULE_SPHERE: (_capsule_sphere, 1),
+    ContactKind.CAPSULE_CAPSULE: (_capsule_capsule, 1),
 }
 # Number of contact points each kind generates per pair.
 POINTS = {kind: points for kind, (_, points) in COLLIDERS.items()}

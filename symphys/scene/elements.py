@@ -54,6 +54,7 @@ class ContactKind(enum.Enum):
     SPHERE_SPHERE = "sphere-sphere"
     SPHERE_BOX = "sphere-box"
     CAPSULE_SPHERE = "capsule-sphere"
+    CAPSULE_CAPSULE = "capsule-capsule"
 
 
 # The shape pairs that can touch, keyed (shape of a, shape of b or GROUND):
@@ -66,6 +67,7 @@ CONTACT_KINDS: dict[tuple, ContactKind] = {
     (Shape.SPHERE, Shape.SPHERE): ContactKind.SPHERE_SPHERE,
     (Shape.SPHERE, Shape.BOX): ContactKind.SPHERE_BOX,
     (Shape.CAPSULE, Shape.SPHERE): ContactKind.CAPSULE_SPHERE,
+    (Shape.CAPSULE, Shape.CAPSULE): ContactKind.CAPSULE_CAPSULE,
 }
 
 

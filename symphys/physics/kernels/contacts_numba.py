@@ -8,7 +8,7 @@ Bodies are read from one world's packed state (N, 18) and body parameters
 
 from __future__ import annotations
 
-from symphys.physics.contacts import ContactKind
+from symphys.physics.contacts import PARALLEL, ContactKind
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
 
@@ -19,6 +19,7 @@ CAPSULE_GROUND = CONTACT_CODES[ContactKind.CAPSULE_GROUND]
 SPHERE_SPHERE = CONTACT_CODES[ContactKind.SPHERE_SPHERE]
 SPHERE_BOX = CONTACT_CODES[ContactKind.SPHERE_BOX]
 CAPSULE_SPHERE = CONTACT_CODES[ContactKind.CAPSULE_SPHERE]
+CAPSULE_CAPSULE = CONTACT_CODES[ContactKind.CAPSULE_CAPSULE]
 X, R = STATE.at("position"), STATE.at("rotation")
 RADIUS, HALF_SIZE, HALF_LENGTH = BODY.at("radius"), BODY.at("half_size"), BODY.at("half_length")
 UP = (0.0, 0.0, 1.0)
@@ -43,6 +44,25 @@ def _round_pair(nearest_a, xa, xb, r_a, r_b):
     n = UP if dist <= vn.EPS else unit
     gap = dist - r_a - r_b
     return gap, n, vn.sub(vn.sub(nearest_a, vn.scale(n, r_a)), xa), vn.scale(n, r_b)
+
+
+@leaf
+def segment_pair(xa, ua, hla, xb, ub, hlb):
+    """Closest points of two segments (centres x, unit axes u, half lengths
+    hl): (s, t, case), the points x_a + (s - hl_a) u_a and x_b + (t - hl_b)
+    u_b. s minimises over the lines (a's start when parallel), clamped to
+    [0, 2 hl_a]; t follows (case 0); where t leaves [0, 2 hl_b] it is
+    clamped (case 1: 0, case 2: 2 hl_b) and s taken again."""
+    r = vn.sub(vn.sub(xa, vn.scale(ua, hla)), vn.sub(xb, vn.scale(ub, hlb)))
+    b, c, f = vn.dot(ua, ub), vn.dot(ua, r), vn.dot(ub, r)
+    denom = 1.0 - b * b
+    s = vn.clip((b * f - c) / denom, 0.0, 2.0 * hla) if denom > PARALLEL else 0.0
+    t = b * s + f
+    if t < 0.0:
+        return vn.clip(-c, 0.0, 2.0 * hla), 0.0, 1
+    if t > 2.0 * hlb:
+        return vn.clip(b * 2.0 * hlb - c, 0.0, 2.0 * hla), 2.0 * hlb, 2
+    return s, t, 0
 
 
 @leaf
@@ -111,6 +131,15 @@ def geometry(kind, point, a, b, s, body, height):
         start = vn.sub(xa, vn.scale(axis, hl))
         t = vn.clip(vn.dot(vn.sub(xb, start), axis), 0.0, 2.0 * hl)
         return _round_pair(vn.add(start, vn.scale(axis, t)), xa, xb, pa[RADIUS], pb[RADIUS])
+    if kind == CAPSULE_CAPSULE:
+        rot_a, rot_b = rotation(s, a), rotation(s, b)
+        ua, ub = (rot_a[2], rot_a[5], rot_a[8]), (rot_b[2], rot_b[5], rot_b[8])
+        hla, hlb = pa[HALF_LENGTH], pb[HALF_LENGTH]
+        sa, tb, _ = segment_pair(xa, ua, hla, xb, ub, hlb)
+        near_b = vn.add(xb, vn.scale(ub, tb - hlb))
+        gap, n, ra, rb = _round_pair(vn.add(xa, vn.scale(ua, sa - hla)), xa, near_b,
+                                     pa[RADIUS], pb[RADIUS])
+        return gap, n, ra, vn.add(rb, vn.sub(near_b, xb))
     # SPHERE_BOX: a the sphere, b the box.
     h = (pb[HALF_SIZE], pb[HALF_SIZE + 1], pb[HALF_SIZE + 2])
     return _sphere_box(xa, pa[RADIUS], xb, rotation(s, b), h)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from symphys.physics.contacts import ContactKind
+from symphys.physics.contacts import PARALLEL, ContactKind
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, JOINT, WORLD
 
 EPS = 1e-12
@@ -167,14 +167,30 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
     ra_cg = jnp.stack([end[:, 0], end[:, 1], end[:, 2] - r_a], axis=-1)
     gap_cg = xa[:, 2] + ra_cg[:, 2] - ground
 
-    def round_pair(nearest, rad_a, rad_b):
-        n, dist = normalize(nearest - xb, fallback=up)
-        return dist - rad_a - rad_b, n, nearest - scale(n, rad_a) - xa, scale(n, rad_b)
+    def round_pair(nearest, rad_a, rad_b, nearest_b=xb):
+        n, dist = normalize(nearest - nearest_b, fallback=up)
+        return (dist - rad_a - rad_b, n, nearest - scale(n, rad_a) - xa,
+                nearest_b - xb + scale(n, rad_b))
 
     ss = round_pair(xa, r_a, r_b)
     start = xa - scale(axis_a, hl_a)
     t = clip(dot(xb - start, axis_a), 0.0, 2.0 * hl_a)
     cs = round_pair(start + scale(axis_a, t), r_a, r_b)
+    # capsule-capsule: the axis segments' closest points (`contacts_numba.segment_pair`)
+    axis_b, hl_b = rb_rot[..., :, 2], col("half_length")[bi]
+    rel = start - (xb - scale(axis_b, hl_b))
+    b_, c_, f_ = dot(axis_a, axis_b), dot(axis_a, rel), dot(axis_b, rel)
+    denom = 1.0 - b_ * b_
+    apart = denom > PARALLEL
+    s_cc = jnp.where(apart, clip((b_ * f_ - c_) / jnp.where(apart, denom, 1.0), 0.0, 2.0 * hl_a),
+                     0.0)
+    t_cc = b_ * s_cc + f_
+    below, above = t_cc < 0.0, t_cc > 2.0 * hl_b
+    s_cc = jnp.where(below, clip(-c_, 0.0, 2.0 * hl_a),
+                     jnp.where(above, clip(b_ * 2.0 * hl_b - c_, 0.0, 2.0 * hl_a), s_cc))
+    t_cc = jnp.where(below, 0.0, jnp.where(above, 2.0 * hl_b, t_cc))
+    cc = round_pair(xa + scale(axis_a, s_cc - hl_a), r_a, r_b,
+                    nearest_b=xb + scale(axis_b, t_cc - hl_b))
     # sphere (a) - box (b), in the box frame
     local = matTvec(rb_rot, xa - xb)
     clamped = clip(local, -h_b, h_b)
@@ -197,7 +213,8 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
              _K[ContactKind.CAPSULE_GROUND]: (gap_cg, up, ra_cg, zeros),
              _K[ContactKind.SPHERE_SPHERE]: ss,
              _K[ContactKind.SPHERE_BOX]: sb,
-             _K[ContactKind.CAPSULE_SPHERE]: cs}
+             _K[ContactKind.CAPSULE_SPHERE]: cs,
+             _K[ContactKind.CAPSULE_CAPSULE]: cc}
     out = list(cands[0])
     for code, parts in cands.items():
         if code == 0:

@@ -219,6 +219,49 @@ def _round_pair_vjp(nearest_a, xb, r_a, r_b, g_gap, g_n, g_ra, g_rb):
 
 
 @leaf
+def _segment_pair_vjp(xa, ua, hla, xb, ub, hlb, g_s, g_t):
+    """(g_xa, g_ua, g_hla, g_xb, g_ub, g_hlb) of `contacts_numba.segment_pair`
+    for the cotangents of s and t (the branch taken as in the forward)."""
+    r = vn.sub(vn.sub(xa, vn.scale(ua, hla)), vn.sub(xb, vn.scale(ub, hlb)))
+    b, c, f = vn.dot(ua, ub), vn.dot(ua, r), vn.dot(ub, r)
+    la, lb = 2.0 * hla, 2.0 * hlb
+    denom = 1.0 - b * b
+    apart = denom > cn.PARALLEL
+    s0 = (b * f - c) / denom if apart else 0.0
+    s1 = vn.clip(s0, 0.0, la) if apart else 0.0
+    t1 = b * s1 + f
+    g_b = g_c = g_f = g_la = g_lb = g_s1 = 0.0
+    if t1 < 0.0:                      # t = 0, s = clip(-c, 0, la)
+        g_x, _, g_hi = clip_vjp(-c, 0.0, la, g_s)
+        g_c -= g_x
+        g_la += g_hi
+    elif t1 > lb:                     # t = lb, s = clip(b lb - c, 0, la)
+        g_lb += g_t
+        g_x, _, g_hi = clip_vjp(b * lb - c, 0.0, la, g_s)
+        g_b += g_x * lb
+        g_lb += g_x * b
+        g_c -= g_x
+        g_la += g_hi
+    else:                             # s = s1, t = b s1 + f
+        g_s1 = g_s + g_t * b
+        g_b += g_t * s1
+        g_f += g_t
+    if apart and g_s1 != 0.0:         # s1 = clip((b f - c) / denom, 0, la)
+        g_x, _, g_hi = clip_vjp(s0, 0.0, la, g_s1)
+        g_la += g_hi
+        g_num = g_x / denom
+        g_b += g_num * f + 2.0 * b * g_x * s0 / denom
+        g_f += g_num * b
+        g_c -= g_num
+    g_r = vn.add(vn.scale(ua, g_c), vn.scale(ub, g_f))
+    g_ua = vn.add(vn.add(vn.scale(ub, g_b), vn.scale(r, g_c)), vn.scale(g_r, -hla))
+    g_ub = vn.add(vn.add(vn.scale(ua, g_b), vn.scale(r, g_f)), vn.scale(g_r, hlb))
+    g_hla = 2.0 * g_la - vn.dot(ua, g_r)
+    g_hlb = 2.0 * g_lb + vn.dot(ub, g_r)
+    return g_r, g_ua, g_hla, vn.scale(g_r, -1.0), g_ub, g_hlb
+
+
+@leaf
 def _sphere_box_vjp(xa, r, xb, rot, h, g_gap, g_n, g_ra, g_rb):
     """(g_xa, g_xb, g_rot, g_h, g_r) of `contacts_numba._sphere_box`; g_rot
     as a 9-tuple."""
@@ -328,6 +371,31 @@ def geometry_vjp(kind, point, a, b, s, body, g_gap, g_n, g_ra, g_rb, g_s, g_body
         g_body[a, HALF_LENGTH] += g_hl
         for k in range(3):
             g_s[a, R + 3 * k + 2] += g_axis[k]
+    elif kind == cn.CAPSULE_CAPSULE:
+        rot_a, rot_b = cn.rotation(s, a), cn.rotation(s, b)
+        ua, ub = (rot_a[2], rot_a[5], rot_a[8]), (rot_b[2], rot_b[5], rot_b[8])
+        hla, hlb = pa[HALF_LENGTH], pb[HALF_LENGTH]
+        sa, tb, _ = cn.segment_pair(xa, ua, hla, xb, ub, hlb)
+        near_a = vn.add(xa, vn.scale(ua, sa - hla))
+        near_b = vn.add(xb, vn.scale(ub, tb - hlb))
+        # rb = (n r_b) + near_b - xb
+        g_near_a, g_xa, g_near_b, g_r_a, g_r_b = _round_pair_vjp(near_a, near_b, pa[RADIUS],
+                                                                 pb[RADIUS], g_gap, g_n, g_ra,
+                                                                 g_rb)
+        g_near_b = vn.add(g_near_b, g_rb)
+        g_xa = vn.add(g_xa, g_near_a)
+        g_xb = vn.sub(g_near_b, g_rb)
+        g_sa, g_tb = vn.dot(ua, g_near_a), vn.dot(ub, g_near_b)
+        g_xa2, g_ua, g_hla, g_xb2, g_ub, g_hlb = _segment_pair_vjp(xa, ua, hla, xb, ub, hlb,
+                                                                   g_sa, g_tb)
+        g_xa, g_xb = vn.add(g_xa, g_xa2), vn.add(g_xb, g_xb2)
+        g_ua = vn.add(g_ua, vn.scale(g_near_a, sa - hla))
+        g_ub = vn.add(g_ub, vn.scale(g_near_b, tb - hlb))
+        g_body[a, HALF_LENGTH] += g_hla - g_sa
+        g_body[b, HALF_LENGTH] += g_hlb - g_tb
+        for k in range(3):
+            g_s[a, R + 3 * k + 2] += g_ua[k]
+            g_s[b, R + 3 * k + 2] += g_ub[k]
     else:   # SPHERE_BOX
         h = (pb[HALF_SIZE], pb[HALF_SIZE + 1], pb[HALF_SIZE + 2])
         g_xa, g_xb, g_rot, g_h, g_r_a = _sphere_box_vjp(xa, pa[RADIUS], xb, cn.rotation(s, b),

@@ -43,10 +43,9 @@ from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIX
                                                 GRAVITY, HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT,
                                                 I_KIND, I_ROW, I_SUB, INERTIA, INV_INERTIA, JAC_A,
                                                 JAC_B, LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
-                                                MOTOR_DAMPING, SPRING, SPRING_REF, STIFFNESS,
-                                                O_DAMPING, O_DT, O_FEEDBACK, O_GYRO, O_ISOTROPIC,
-                                                PLANAR,
-                                                POSITION, ROW_WIDTH, SLIDER, TARGET, UNIVERSAL,
+                                                MOTOR_DAMPING, O_DAMPING, O_DT, O_FEEDBACK, O_GYRO,
+                                                O_ISOTROPIC, PLANAR, POSITION, ROW_WIDTH, SLIDER,
+                                                SPRING, SPRING_REF, STIFFNESS, TARGET, UNIVERSAL,
                                                 UPPER, VELOCITY_DAMPING, VISCOUS, V, W, forces,
                                                 inverse_inertia, start_rate, torque_impulses)
 
