@@ -24,9 +24,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 import symphys as sp
+from symphys.physics import drives
 from symphys.physics.algebra import quat_to_mat_array
 from symphys.physics.contacts import contact_blocks
-from symphys.physics.joints import _command_range, articulated_bodies
+from symphys.physics.joints import articulated_bodies
 from symphys.scene.elements import MotorMode
 from symphys.scene.scene import Scene
 
@@ -298,7 +299,7 @@ def command_range(scene: Scene, index: int) -> tuple[float, float]:
     """The range commands of motor `index` are clipped to, or the one its
     actions are drawn around when unbounded."""
     m = scene.motors[index]
-    return _command_range(scene, index) or {
+    return drives.command_range(scene, index) or {
         MotorMode.POSITION: (-2.0, 2.0), MotorMode.VELOCITY: (-m.max_velocity, m.max_velocity),
         MotorMode.TORQUE: (-m.max_torque, m.max_torque)}[m.mode]
 

@@ -1,4 +1,6 @@
-"""Joints, joint limits and motors as constraint rows of the impulse solver.
+"""Joints and joint limits as constraint rows of the impulse solver (the
+rows on a joint's coordinate that drive or brake it, motors, bearing
+losses, armature and springs, are in `drives`).
 
 A joint holds its child (body a) to its parent (body b, or the world):
 
@@ -8,6 +10,8 @@ A joint holds its child (body a) to its parent (body b, or the world):
   three axes; hinge: the two axes across the hinge axis);
 - a hinge or slider has a coordinate q (angle in rad or slide in m, 0 at the
   initial pose) with optional one-sided limit rows, and may carry a motor;
+- a planar joint keeps the child's anchor in the plane normal to its axis
+  (one point row) and turns it only about that axis (two angular rows);
 - a universal joint has point rows and one angular row keeping its two
   axes (the parent's `axis`, the child's `axis2`) perpendicular: no twist.
   Its coordinates are the angles about each axis; each may carry a motor.
@@ -26,17 +30,17 @@ Gauss-Seidel). Shapes: per-joint arrays (Bp, J); block quantities (B, K).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pytensor.tensor as pt
 
 from symphys.physics.algebra import (Mat3, Vec3, cross, dot, matmul, matTvec, matvec, quat_to_mat,
-                                     rotation_coefficients, safe_div, transpose)
+                                     rotation_coefficients, transpose)
 from symphys.physics.contacts import Gather
 from symphys.physics.model import State, _stack_bodies
-from symphys.physics.solver import (BoundedRow, Mobility, RowBlock, RowGroup, RowKind, RowSpec,
-                                    row_block, row_group, velocity_matrix)
+from symphys.physics.solver import (Mobility, RowBlock, RowGroup, RowKind, RowSpec, row_block,
+                                    row_group)
 from symphys.scene.elements import WORLD, JointType, MotorMode
 from symphys.scene.scene import Scene
 from symphys.tree import tree_map
@@ -443,84 +447,3 @@ def joint_rate(kind: JointType, pose: _Pose, v: Vec3, w: Vec3):
     if pose.gb is not None:
         va = va - v.map(pose.gb.take) - cross(w.map(pose.gb.take), pose.rb)
     return dot(pose.axis_b, va)
-
-
-def _command_range(scene: Scene, motor_index: int):
-    m = scene.motors[motor_index]
-    if m.command_range is not None:
-        return m.command_range
-    if m.mode is MotorMode.POSITION:
-        joint = scene.joints[scene.joint_names.index(m.joint)]
-        return joint.limits
-    return None
-
-
-def motor_commands(block: MotorBlock, scene: Scene, action):
-    """The block's commands (B, K) from action (B, M), clipped to each
-    motor's command range."""
-    command = Gather(block.motors, len(scene.motors)).take(action)
-    ranges = [_command_range(scene, i) for i in block.motors]
-    if all(r is None for r in ranges):
-        return command
-    inf = 1e30
-    lo = np.array([r[0] if r else -inf for r in ranges])
-    hi = np.array([r[1] if r else inf for r in ranges])
-    return pt.clip(command, lo, hi)
-
-
-def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: MotorArrays,
-               mob: Mobility, state: State, action, dt: float):
-    """(rows, impulse): servo rows of a position/velocity block, or for a
-    torque block the row along the axis and the impulse it receives this
-    step (clip(gain command - stiffness q - damping q', +-max_torque) dt,
-    q and q' at the step's start), applied before the solve."""
-    pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
-                 len(scene.joints))
-    gm = Gather(block.motors, len(scene.motors))
-    max_impulse = gm.take(motors.max_torque) * dt
-    command = motor_commands(block, scene, action)
-    direction = coordinate_axis(block.joint_type, pose, block.axis)
-    if block.mode is MotorMode.TORQUE:
-        row = _axis_row(block.joint_type, RowKind.MOTOR, direction, pose, mob, 0.0)
-        rate = row.velocity(velocity_matrix(state.velocity, state.angular_velocity))
-        torque = (gm.take(motors.gain) * command
-                  - gm.take(motors.stiffness) * coordinate(block.joint_type, pose, block.axis)
-                  - gm.take(motors.damping) * rate)
-        return row, pt.clip(torque * dt, -max_impulse, max_impulse)
-    max_rate = gm.take(motors.max_velocity)
-    if block.mode is MotorMode.POSITION:
-        rate = gm.take(motors.gain) * (command - coordinate(block.joint_type, pose,
-                                                            block.axis))
-    else:
-        rate = command
-    target = pt.clip(rate, -max_rate, max_rate)
-    row = _axis_row(block.joint_type, RowKind.MOTOR, direction, pose, mob, target)
-    return BoundedRow(row, lower=-max_impulse, upper=max_impulse), None
-
-
-def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobility,
-              state: State) -> list[BoundedRow]:
-    """Bearing losses and armature of one block of hinges or sliders: two
-    rows on the joint rate q', swept with the joints.
-
-    Viscous damping c, armature I_a and a spring k: a soft row whose sweeps
-    converge to the impulse -c dt q'_after - I_a (q'_after - q'_start)
-    - k dt (q_start + dt q'_after - q_s) on the whole articulated chain
-    (implicit, so stable for any c, I_a and k; q_start, q'_start: at the
-    step's start): softness gamma = 1 / K with K = I_a + c dt + k dt^2,
-    target (I_a q'_start - k dt (q_start - q_s)) / K; no impulse when K = 0. Dry friction f: a stiff
-    row aiming at q' = 0 whose impulse stays within +-f dt (Coulomb
-    friction: the joint sticks while its load is below f)."""
-    dt = scene.dt
-    pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
-                 len(scene.joints))
-    gj = Gather(block.joints, len(scene.joints))
-    row = _axis_row(block.type, RowKind.MOTOR, pose.axis_b, pose, mob, 0.0)
-    armature, spring = gj.take(frames.armature), gj.take(frames.spring_stiffness)
-    k = armature + gj.take(frames.viscous) * dt + spring * dt * dt
-    rate = row.velocity(velocity_matrix(state.velocity, state.angular_velocity))
-    stretch = coordinate(block.type, pose) - gj.take(frames.spring_reference)
-    viscous = replace(row, m_soft=k * row.m_eff / (k + row.m_eff), gamma=safe_div(1.0, k),
-                      target=safe_div(armature * rate - spring * dt * stretch, k))
-    bound = gj.take(frames.dry) * dt
-    return [BoundedRow(viscous), BoundedRow(row, lower=-bound, upper=bound)]

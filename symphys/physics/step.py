@@ -23,8 +23,8 @@ import pytensor.tensor as pt
 
 from symphys.physics.algebra import Vec3, cross, matTvec, matvec, renormalise, rotate_by
 from symphys.physics.contacts import STATIC, ContactBlock, Gather, contact_geometry
-from symphys.physics.joints import (JointBlock, JointFrames, MotorArrays, MotorBlock, drag_rows,
-                                    joint_rows, motor_rows)
+from symphys.physics.drives import drag_rows, motor_rows
+from symphys.physics.joints import JointBlock, JointFrames, MotorArrays, MotorBlock, joint_rows
 from symphys.physics.model import BodyArrays, State, WorldArrays
 from symphys.physics.penalty import apply_contact
 from symphys.physics.solver import (approach, contact_rows, mobility, solve, velocity_components,

@@ -11,8 +11,8 @@ import math
 
 from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.geometry_numba_grad import (angular_row_vjp, clip_vjp, geometry_vjp,
-                                                         point_row_vjp, tangent_basis_vjp)
+from symphys.physics.kernels.contact_geometry_numba_grad import geometry_vjp, tangent_basis_vjp
+from symphys.physics.kernels.geometry_numba_grad import angular_row_vjp, clip_vjp, point_row_vjp
 from symphys.physics.kernels.joints_numba import point_row
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, FREQUENCY, FRICTION, G_FRICTION,

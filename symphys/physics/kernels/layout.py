@@ -30,8 +30,9 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from symphys.physics.contacts import STATIC, ContactKind, contact_blocks
-from symphys.physics.joints import (_command_range, articulated_bodies, drag_blocks, joint_blocks,
-                                    motor_blocks, soft_joint)
+from symphys.physics.drives import command_range
+from symphys.physics.joints import (articulated_bodies, drag_blocks, joint_blocks, motor_blocks,
+                                    soft_joint)
 from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode
 from symphys.scene.scene import Scene
 
@@ -241,7 +242,7 @@ def build_layout(scene: Scene) -> StepLayout:
 
     motor_consts = np.zeros((len(scene.motors), 2))
     for i in range(len(scene.motors)):
-        r = _command_range(scene, i)
+        r = command_range(scene, i)
         motor_consts[i] = r if r is not None else (-INF, INF)
     servos, torques = [], []
     for block in motor_blocks(scene):

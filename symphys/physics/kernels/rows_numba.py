@@ -277,7 +277,7 @@ def start_rate(row, s, a, b):
 
 @leaf
 def drag_rows(s, joint, drags, options, body, inv_i, out):
-    """Bearing-loss, armature and spring rows (`joints.drag_rows`): with
+    """Bearing-loss, armature and spring rows (`drives.drag_rows`): with
     K = I_a + c dt + k dt^2, a soft row of gamma 1/K aiming at
     (I_a q'_start - k dt (q_start - q_s)) / K, and the dry row."""
     dt = options[O_DT]
@@ -338,7 +338,7 @@ def torque_impulses(s, joint, motor, action, torques, motor_consts, options, bod
 
 @leaf
 def servo_rows(s, joint, motor, action, servos, motor_consts, options, body, inv_i, out):
-    """Position and velocity servo rows (`joints.motor_rows`)."""
+    """Position and velocity servo rows (`drives.motor_rows`)."""
     dt = options[O_DT]
     for q in range(servos.shape[0]):
         r, m, kind, axis = servos[q, I_ROW], servos[q, I_INDEX], servos[q, I_SUB], \

@@ -53,6 +53,7 @@ ROWS = Stage(
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.contacts_numba",
              "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout",
              "symphys.physics.kernels.geometry_numba_grad",
+             "symphys.physics.kernels.contact_geometry_numba_grad",
              "symphys.physics.kernels.contacts_numba_grad",
              "symphys.physics.kernels.solve_numba", "symphys.physics.kernels.solve_numba_grad"),
     version=1, home=__name__)
