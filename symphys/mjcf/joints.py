@@ -42,7 +42,7 @@ def row_inertia(c: Converter, bodies: tuple[int, int], hinge: bool, axis) -> flo
     return 1.0 / total
 
 
-def armature(c: Converter, doc: dict, label: str, armature: float, moved: float) -> None:
+def put_armature(c: Converter, doc: dict, label: str, armature: float, moved: float) -> None:
     """Put `armature` on the joint document, unless it outweighs what the
     joint's row moves by more than ARMATURE_LIMIT (refused, or left out and
     listed with heavy_armature="drop")."""
@@ -104,7 +104,7 @@ def convert_joints(c: Converter, kept: dict) -> list[dict]:
             doc["spring_reference"] = (float(m.qpos_spring[m.jnt_qposadr[j]])
                                        - float(m.qpos0[m.jnt_qposadr[j]]))
         if float(m.dof_armature[dof]):
-            armature(c, doc, label, float(m.dof_armature[dof]),
+            put_armature(c, doc, label, float(m.dof_armature[dof]),
                       row_inertia(c, (b, parent_id), kind is MjJoint.HINGE, d.xaxis[j]))
         docs.append(doc)
     return docs

@@ -20,6 +20,8 @@ from symphys.scene.scene import Scene
 
 
 def command_range(scene: Scene, motor_index: int):
+    """(lo, hi) a motor's commands are clipped to: its `command_range`, else
+    a position servo's joint limits, else None."""
     m = scene.motors[motor_index]
     if m.command_range is not None:
         return m.command_range
