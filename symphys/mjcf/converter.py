@@ -53,8 +53,8 @@ class Converter:
     def unsupported_geom(self, g: int, why: str):
         """Drop geom g (listing it) or refuse the file."""
         if not self.drop:
-            self.refuse(geom_label(self.m, g), why + "; load with on_unsupported='drop' to "
-                        "leave it out")
+            self.refuse(geom_label(self.m, g), why + "; load with on_unsupported='drop' "
+                        "(symphys convert --drop-unsupported) to leave it out")
         self.dropped.append(f"{geom_label(self.m, g)}: {why}")
 
     def unsupported_pair(self, g1: int, g2: int, kinds: list):
@@ -63,8 +63,8 @@ class Converter:
         what = (f"contact between {geom_label(self.m, g1)} and {geom_label(self.m, g2)}: "
                 f"symphys has no {kinds[0].value}-{kinds[1].value} contact yet")
         if not self.drop:
-            self.refuse("contact", what + "; load with on_unsupported='drop' to leave the "
-                        "pair out")
+            self.refuse("contact", what + "; load with on_unsupported='drop' (symphys "
+                        "convert --drop-unsupported) to leave the pair out")
         self.dropped.append(what)
 
 

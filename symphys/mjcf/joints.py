@@ -54,7 +54,8 @@ def put_armature(c: Converter, doc: dict, label: str, armature: float, moved: fl
            f"holds armature up to {ARMATURE_LIMIT:g} times that (heavier rotors on "
            f"light links lose their momentum in the solver's sweeps and can diverge)")
     if not c.drop_armature:
-        c.refuse(label, why + "; load with heavy_armature='drop' to leave it out")
+        c.refuse(label, why + "; load with heavy_armature='drop' (symphys convert "
+                 "--drop-heavy-armature) to leave it out")
     c.dropped.append(f"{label}: {why}: left out")
 
 
