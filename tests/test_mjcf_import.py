@@ -456,3 +456,15 @@ def test_half_cheetah_joint_springs_move_as_in_mujoco(tmp_path):
         gaps.append(np.abs(mine - theirs).max())
     assert gaps[0] < 4e-3, gaps
     assert 1.7 < gaps[0] / gaps[1] < 2.3, gaps
+
+
+def test_without_mujoco_the_loaders_say_how_to_install_it(monkeypatch):
+    """`mujoco` is an extra: without it, one error line says what to install."""
+    import sys
+
+    import symphys.mjcf
+    monkeypatch.delitem(sys.modules, "symphys.mjcf.read")
+    monkeypatch.delattr(symphys.mjcf, "read")
+    monkeypatch.setitem(sys.modules, "mujoco", None)      # import mujoco fails
+    with pytest.raises(sp.SymphysError, match=r"pip install 'symphys\[mjcf\]'"):
+        sp.load_mjcf(DOUBLE)
