@@ -17,9 +17,9 @@ from symphys.physics.kernels.joints_numba import point_row
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, FREQUENCY, FRICTION, G_FRICTION,
                                                 G_RESTITUTION, G_ROLL, GAMMA, HEIGHT, I_A, I_B,
-                                                I_KIND, I_ROW, I_SUB, MASS, MU, O_DT, O_FEEDBACK,
-                                                O_ROLLING, O_SOFT, O_THRESHOLD, RESTITUTION, ROLL,
-                                                ROW_WIDTH, TARGET, _softness)
+                                                I_KIND, I_ROW, I_SUB, MASS, MU, O_DT, O_ROLLING,
+                                                O_SOFT, O_THRESHOLD, RESTITUTION, ROLL, ROW_WIDTH,
+                                                TARGET, normal_target)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")
@@ -64,30 +64,9 @@ def _normal_vjp(c, a, b, r0, gap, v0, t, reaches, m_eff, tau, world, body, optio
     soft = options[O_SOFT] > 0
     u0 = options[O_THRESHOLD]
     penetrating = gap < 0
-    gamma, beta = 0.0, options[O_FEEDBACK]
-    if soft:
-        gamma, beta = _softness(m_eff, world[FREQUENCY], world[DAMPING_RATIO], dt)
-        gamma = gamma if penetrating else 0.0
-    tb = a
-    if b >= 0 and tau[b] < tau[a]:
-        tb = b
+    (gamma, beta, tb, rest, restd, closing, separation, ramp, e_a, e_o, e, bounce, hits,
+     _) = normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, body, options)
     tau_b = tau[tb]
-    rest = 1.0 - tau_b if reaches else 1.0
-    restd = rest if rest > 0 else 1.0
-    closing = v0 * (t - tau_b) / restd
-    if penetrating:
-        separation = -beta * gap / dt
-    else:
-        separation = closing if reaches else -gap / dt
-    if u0 > 0:
-        ramp = vn.clip((-v0 - u0) / u0, 0.0, 1.0)
-    else:
-        ramp = 1.0 if v0 < 0 else 0.0
-    e_a = body[a, RESTITUTION]
-    e_o = world[G_RESTITUTION] if b < 0 else body[b, RESTITUTION]
-    e = e_o if e_o > e_a else e_a
-    bounce = -e * ramp * v0
-    hits = gap + dt * v0 < 0 and v0 < -u0
     g_target, g_mass = g_rows[r0, TARGET], g_rows[r0, MASS]
     g_sep, g_bounce = g_target, 0.0
     if hits and not separation > bounce:

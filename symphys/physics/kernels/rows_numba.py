@@ -168,31 +168,13 @@ def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out
     for i in range(s.shape[0]):
         tau[i] = 0.0 if n_c == 0 or articulated[i] > 0 else 1.0 - late[i]
     soft = options[O_SOFT] > 0
-    u0 = options[O_THRESHOLD]
     for c in range(n_c):
         a, b, r0 = contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
         gap, v0, t, reaches = tape[c, 0], tape[c, 1], tape[c, 2], tape[c, 3] > 0
         m_eff = out[r0, MASS]
-        penetrating = gap < 0
-        gamma, beta = 0.0, options[O_FEEDBACK]
-        if soft:
-            gamma, beta = _softness(m_eff, world[FREQUENCY], world[DAMPING_RATIO], dt)
-            gamma = gamma if penetrating else 0.0
-        tau_b = tau[a] if b < 0 else min(tau[a], tau[b])
-        rest = 1.0 - tau_b if reaches else 1.0
-        closing = v0 * (t - tau_b) / (rest if rest > 0 else 1.0)
-        if penetrating:
-            separation = -beta * gap / dt
-        else:
-            separation = closing if reaches else -gap / dt
-        if u0 > 0:
-            ramp = vn.clip((-v0 - u0) / u0, 0.0, 1.0)
-        else:
-            ramp = 1.0 if v0 < 0 else 0.0
-        e = max(body[a, RESTITUTION], world[G_RESTITUTION] if b < 0 else body[b, RESTITUTION])
-        bounce = -e * ramp * v0
-        hits = gap + dt * v0 < 0 and v0 < -u0
-        out[r0, TARGET] = max(bounce, separation) if hits else separation
+        parts = normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, body, options)
+        gamma = parts[0]
+        out[r0, TARGET] = parts[-1]
         out[r0, MASS] = vn.safe_div(1.0, 1.0 / m_eff + gamma) if soft else m_eff
         out[r0, GAMMA] = gamma
         out[r0, KEEP] = 1.0
@@ -262,6 +244,44 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
                 out[r, KEEP] = 1.0
                 out[r, LOWER] = 0.0
                 r += 1
+
+
+@leaf
+def normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, body, options):
+    """A contact's normal row from its first pass (gap, approach speed v0,
+    impact fraction t, whether it `reaches` within the step) and the bodies'
+    free fractions tau: (gamma, beta, tb (the body whose tau counts),
+    rest, restd, closing, separation, ramp, e_a, e_o (a's and the other's
+    restitution), e, bounce, hits, target). `contacts_numba_grad` reverses
+    it from the same values."""
+    dt, soft, u0 = options[O_DT], options[O_SOFT] > 0, options[O_THRESHOLD]
+    penetrating = gap < 0
+    gamma, beta = 0.0, options[O_FEEDBACK]
+    if soft:
+        gamma, beta = _softness(m_eff, world[FREQUENCY], world[DAMPING_RATIO], dt)
+        gamma = gamma if penetrating else 0.0
+    tb = a
+    if b >= 0 and tau[b] < tau[a]:
+        tb = b
+    rest = 1.0 - tau[tb] if reaches else 1.0
+    restd = rest if rest > 0 else 1.0
+    closing = v0 * (t - tau[tb]) / restd
+    if penetrating:
+        separation = -beta * gap / dt
+    else:
+        separation = closing if reaches else -gap / dt
+    if u0 > 0:
+        ramp = vn.clip((-v0 - u0) / u0, 0.0, 1.0)
+    else:
+        ramp = 1.0 if v0 < 0 else 0.0
+    e_a = body[a, RESTITUTION]
+    e_o = world[G_RESTITUTION] if b < 0 else body[b, RESTITUTION]
+    e = e_o if e_o > e_a else e_a
+    bounce = -e * ramp * v0
+    hits = gap + dt * v0 < 0 and v0 < -u0
+    target = max(bounce, separation) if hits else separation
+    return (gamma, beta, tb, rest, restd, closing, separation, ramp, e_a, e_o, e, bounce, hits,
+            target)
 
 
 @leaf
