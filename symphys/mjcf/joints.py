@@ -106,7 +106,7 @@ def convert_joints(c: Converter, kept: dict) -> list[dict]:
                                        - float(m.qpos0[m.jnt_qposadr[j]]))
         if float(m.dof_armature[dof]):
             put_armature(c, doc, label, float(m.dof_armature[dof]),
-                      row_inertia(c, (b, parent_id), kind is MjJoint.HINGE, d.xaxis[j]))
+                         row_inertia(c, (b, parent_id), kind is MjJoint.HINGE, d.xaxis[j]))
         docs.append(doc)
     return docs
 
