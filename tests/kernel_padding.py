@@ -29,18 +29,19 @@ scene's own item tables: padded bodies, parameters and rows, no padded items.
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
 
 from symphys.physics.algebra import EPS, Vec3
-from symphys.physics.contacts import POINTS, ContactKind
+from symphys.physics.contacts import POINTS
 from symphys.physics.joints import joint_frame
 from symphys.physics.kernels.layout import (BODY, CONTACT_ROWS, INF, ITEM_COLUMNS, JOINT,
                                             JOINT_ROWS, LIMITED, MOTOR, ROLLING_ROWS, STATE, WORLD,
                                             Bound, Item, RowColumn)
 from symphys.physics.model import principal_inertia
-from symphys.scene.elements import Shape
+from symphys.scene.elements import CONTACT_KINDS, GROUND, Shape
 from symphys.scene.scene import Scene
 
 NAMES = ("state", "body", "world", "joint", "motor", "action")
@@ -174,17 +175,20 @@ def generator_sizes(max_bodies: int) -> Sizes:
     that many bearing-loss items), at most two motors per joint (universal
     joints), the most contact points those bodies can have (every body a box
     on the ground, or pairs of supported shapes), the most rows of each kind."""
+    shapes = (Shape.SPHERE, Shape.BOX, Shape.CAPSULE)
     most_points = 0
-    for boxes in range(max_bodies + 1):
-        for spheres in range(max_bodies + 1 - boxes):
-            capsules = max_bodies - boxes - spheres
-            ground = (boxes * POINTS[ContactKind.BOX_GROUND]
-                      + spheres * POINTS[ContactKind.SPHERE_GROUND]
-                      + capsules * POINTS[ContactKind.CAPSULE_GROUND])
-            pairs = (spheres * (spheres - 1) // 2 * POINTS[ContactKind.SPHERE_SPHERE]
-                     + spheres * boxes * POINTS[ContactKind.SPHERE_BOX]
-                     + spheres * capsules * POINTS[ContactKind.CAPSULE_SPHERE])
-            most_points = max(most_points, ground + pairs)
+    for counts in itertools.product(range(max_bodies + 1), repeat=len(shapes)):
+        if sum(counts) != max_bodies:
+            continue
+        n = dict(zip(shapes, counts))
+        points = sum(n[s] * POINTS[CONTACT_KINDS[(s, GROUND)]] for s in shapes)
+        for i, s in enumerate(shapes):
+            for t in shapes[i:]:
+                kind = CONTACT_KINDS.get((s, t), CONTACT_KINDS.get((t, s)))
+                if kind is not None:
+                    pairs = n[s] * (n[s] - 1) // 2 if s == t else n[s] * n[t]
+                    points += pairs * POINTS[kind]
+        most_points = max(most_points, points)
     joints, motors = max_bodies, 2 * max_bodies
     joint_rows = max(JOINT_ROWS[t] + (2 if t in LIMITED else 0) for t in JOINT_ROWS)
     rows = (most_points * (CONTACT_ROWS + ROLLING_ROWS) + joints * joint_rows + 2 * joints

@@ -40,7 +40,8 @@ GRID = 1.0 / 64.0
 REST_QUATERNIONS = ((1.0, 0.0, 0.0, 0.0), (0.5, 0.5, 0.5, 0.5), (0.5, -0.5, -0.5, -0.5),
                     (0.0, 1.0, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0), (0.0, 0.0, 0.0, 1.0))
 _SUPPORTED = {("sphere", "sphere"), ("sphere", "box"), ("box", "sphere"),
-              ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule")}
+              ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"),
+              ("capsule", "box"), ("box", "capsule"), ("box", "box")}
 _AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0),
          (-1.0, 0.0, 0.0), (0.0, -1.0, 0.0), (0.0, 0.0, -1.0))
 
@@ -142,7 +143,7 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
             dims = {"radius": d.integer(2, 16) * GRID, "length": d.integer(3, 48) * GRID}
         bases = [x for x in bodies if x[5] and x[1] in ("sphere", "box")]
         mode = "free" if not ground else "stack" if (
-            bases and shape == "sphere" and d.chance(0.4)) else d.choice(
+            bases and d.chance(0.4)) else d.choice(
             ("free", "rest", "near", "air"))
         x = [i * 0.5 + d.uniform(-0.3, 0.3), d.uniform(-0.3, 0.3), 0.0]
         resting = mode in ("rest", "stack")
@@ -151,7 +152,7 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
         if mode == "stack":
             base = d.choice(bases)
             x = [base[3][0], base[3][1], base[3][2] + _half_height(base[1], base[2], base[4])
-                 + dims["radius"]]
+                 + _half_height(shape, dims, rot)]
         elif mode == "free":
             x[2] = height + d.uniform(-0.3, 1.0)
         else:
@@ -367,21 +368,34 @@ def scene_features(scene: Scene) -> Counter:
     return f
 
 
+def contact_points(scene: Scene) -> int:
+    """How many contact points the scene has (what makes its reference
+    graph slow to compile)."""
+    return sum(len(block.a) for block in contact_blocks(scene))
+
+
+CHEAP = 16
+
+
 def _cover(pool: list[Scene], count: int, want: int = 2) -> list[Scene]:
     """`count` scenes of `pool`: greedily those adding most missing features
-    (up to `want` of each), then the rest in order."""
+    (up to `want` of each; of equal gains, the one with the fewest contact
+    points), then the rest in order, those with at most `CHEAP` points first."""
     features = [{k: min(v, want) for k, v in scene_features(s).items() if v} for s in pool]
+    points = [contact_points(s) for s in pool]
     have, chosen = Counter(), []
     while len(chosen) < count:
         gain = [-1 if i in chosen else sum(max(0, min(want, have[k] + v) - have[k])
                                            for k, v in features[i].items())
                 for i in range(len(pool))]
-        best = int(np.argmax(gain))
+        best = max(range(len(pool)), key=lambda i: (gain[i], -points[i], -i))
         if gain[best] <= 0:
             break
         chosen.append(best)
         have.update(features[best])
-    chosen += [i for i in range(len(pool)) if i not in chosen][:count - len(chosen)]
+    rest = [i for i in range(len(pool)) if i not in chosen]
+    rest = [i for i in rest if points[i] <= CHEAP] + [i for i in rest if points[i] > CHEAP]
+    chosen += rest[:count - len(chosen)]
     return [pool[i] for i in sorted(chosen)]
 
 

@@ -18,7 +18,7 @@ from symphys.scene.params import resolve_values
 REQUIRED = (
     [f"contact:{k}" for k in ("sphere-ground", "box-ground", "capsule-ground",
                               "sphere-sphere", "sphere-box", "capsule-sphere",
-                              "capsule-capsule")]
+                              "capsule-capsule", "capsule-box", "box-box")]
     + [f"joint:{t}" for t in ("fixed", "hinge", "ball", "slider", "universal", "planar")]
     + [f"motor:{m}" for m in ("position", "velocity", "torque")]
     + [f"motor-on:{t}" for t in ("hinge", "slider", "universal")]

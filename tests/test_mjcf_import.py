@@ -179,10 +179,6 @@ def test_gradients_of_an_imported_link_length_and_gain_match_central_differences
     ("<mujoco><worldbody><body name='a'><joint name='h' type='hinge'/><geom type='sphere' "
      "size='.1'/></body></worldbody><actuator><cylinder name='p' joint='h'/>"
      "</actuator></mujoco>", "actuator 'p'", "dynamics"),
-    ("<mujoco><worldbody><body name='a' pos='0 0 1'><freejoint/><geom name='c' "
-     "type='capsule' size='.1 .2'/></body><body name='b' pos='1 0 1'><freejoint/>"
-     "<geom name='x' type='box' size='.1 .1 .1'/></body></worldbody></mujoco>", "geom 'c'",
-     "capsule-box"),
     ("<mujoco><option density='1.2'/><worldbody><body name='a'><freejoint/>"
      "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "option", "fluid"),
 ])

@@ -57,16 +57,6 @@ class Converter:
                         "(symphys convert --drop-unsupported) to leave it out")
         self.dropped.append(f"{geom_label(self.m, g)}: {why}")
 
-    def unsupported_pair(self, g1: int, g2: int, kinds: list):
-        """Leave the contact between geoms g1 and g2 out (listing it) or
-        refuse the file."""
-        what = (f"contact between {geom_label(self.m, g1)} and {geom_label(self.m, g2)}: "
-                f"symphys has no {kinds[0].value}-{kinds[1].value} contact yet")
-        if not self.drop:
-            self.refuse("contact", what + "; load with on_unsupported='drop' (symphys "
-                        "convert --drop-unsupported) to leave the pair out")
-        self.dropped.append(what)
-
 
 def dof_count(kind) -> int:
     return {MjJoint.FREE: 6, MjJoint.BALL: 3}.get(MjJoint(int(kind)), 1)

@@ -50,7 +50,7 @@ from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, dof_cou
 from symphys.mjcf.joints import convert_joints
 from symphys.mjcf.shapes import (body_frame, candidate_pairs, is_ground_plane, matrix_to_quaternion,
                                  shape_fields)
-from symphys.scene.elements import CONTACT_KINDS, GROUND, Shape
+from symphys.scene.elements import GROUND
 from symphys.scene.reader import FORMAT, scene_from_dict
 from symphys.scene.scene import Scene
 
@@ -132,14 +132,9 @@ def convert_model(model, *, source: str = "<model>",
     ground, pairs, shape_geom = _collisions(c)
     bodies, kept = _bodies(c, shape_geom)
     pair_list = []
-    shapes = {doc["name"]: Shape(doc["shape"]) for doc in bodies}
-    for b1, b2, g1, g2 in pairs:
+    for b1, b2, _, _ in pairs:
         names = [GROUND if b == 0 else kept.get(b) for b in (b1, b2)]
         if None in names or names[0] == names[1]:
-            continue
-        kinds = [GROUND if n == GROUND else shapes[n] for n in names]
-        if tuple(kinds) not in CONTACT_KINDS and tuple(kinds[::-1]) not in CONTACT_KINDS:
-            c.unsupported_pair(g1, g2, kinds)
             continue
         pair_list.append(sorted(names, key=lambda n: n == GROUND))
     doc = {"format": FORMAT, "name": _model_name(c, source), "dt": float(model.opt.timestep),

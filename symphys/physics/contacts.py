@@ -16,8 +16,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.physics.algebra import Mat3, Vec3, cross, dot, matvec, normalize
+from symphys.physics.algebra import Mat3, Vec3, columns, cross, dot, matvec, normalize
 from symphys.physics.model import BodyArrays, WorldArrays
+from symphys.physics.shapes import (BOX_BOX_POINTS, ball_box, box_axes, box_box, box_edge,
+                                    box_point, segment_pair)
 from symphys.scene.elements import CONTACT_KINDS, GROUND, ContactKind
 from symphys.scene.scene import Scene
 
@@ -134,20 +136,19 @@ def _combine(block: ContactBlock, bodies: BodyArrays, world: WorldArrays, ga, gb
     return pt.switch(prod > 0, pt.sqrt(safe), 0.0), pt.maximum(e_a, e_b)
 
 
-# Capsule axes closer to parallel than this (1 - (u_a . u_b)^2): their
-# segments meet at a's start (the kernels read it too).
-PARALLEL = 1e-10
-
-
 def _z_axis(rot: Mat3) -> Vec3:
     return Vec3(rot.xz, rot.yz, rot.zz)
 
 
 def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
-                     position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
+                     position: Vec3, rotation: Mat3, n_bodies: int,
+                     shared: dict | None = None) -> ContactGeometry:
     """Gap, normal, lever arms and materials of one block's contacts at the
-    current pose (with the combined rolling friction when the scene has it)."""
-    geom = _shape_geometry(block, bodies, world, position, rotation, n_bodies)
+    current pose (with the combined rolling friction when the scene has it).
+    shared: one dict for all blocks of a step, where the blocks of one set
+    of pairs keep what their points share (a box pair's separating axes)."""
+    geom = _shape_geometry(block, bodies, world, position, rotation, n_bodies,
+                           {} if shared is None else shared)
     if bodies.rolling_friction is None:
         return geom
     roll_a = Gather(block.a, n_bodies).take(bodies.rolling_friction)
@@ -159,7 +160,8 @@ def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays
 @dataclass(frozen=True)
 class _Pair:
     """One block's bodies at the current pose, for a collision function:
-    a's centres, b's (None against the ground), the pickers, materials."""
+    a's centres, b's (None against the ground), the pickers, materials, and
+    what the step's blocks share (`contact_geometry`)."""
 
     block: ContactBlock
     bodies: BodyArrays
@@ -171,6 +173,7 @@ class _Pair:
     xb: Vec3 | None
     mu: object
     e: object
+    shared: dict
 
     @property
     def up(self) -> Vec3:
@@ -228,51 +231,52 @@ def _capsule_sphere(p: _Pair) -> ContactGeometry:
 
 
 def _capsule_capsule(p: _Pair) -> ContactGeometry:
-    """The closest points of the two axis segments (`contacts_numba.segment_pair`)."""
+    """The closest points of the two axis segments."""
     ua, ub = _z_axis(p.rotation.map(p.ga.take)), _z_axis(p.rotation.map(p.gb.take))
-    hla, hlb = p.ga.take(p.bodies.half_length), p.gb.take(p.bodies.half_length)
-    r = (p.xa - ua.scale(hla)) - (p.xb - ub.scale(hlb))
-    b, c, f = dot(ua, ub), dot(ua, r), dot(ub, r)
-    denom = 1.0 - b * b
-    apart = denom > PARALLEL
-    s = pt.switch(apart, pt.clip((b * f - c) / pt.switch(apart, denom, 1.0), 0.0, 2.0 * hla),
-                  0.0)
-    t = b * s + f
-    below, above = t < 0.0, t > 2.0 * hlb
-    s = pt.switch(below, pt.clip(-c, 0.0, 2.0 * hla),
-                  pt.switch(above, pt.clip(b * 2.0 * hlb - c, 0.0, 2.0 * hla), s))
-    t = pt.switch(below, 0.0, pt.switch(above, 2.0 * hlb, t))
-    return p.round_contact(p.xa + ua.scale(s - hla), p.ga.take(p.bodies.radius),
-                           p.gb.take(p.bodies.radius), nearest_b=p.xb + ub.scale(t - hlb))
+    near_a, near_b = segment_pair(p.xa, ua, p.ga.take(p.bodies.half_length),
+                                  p.xb, ub, p.gb.take(p.bodies.half_length))
+    return p.round_contact(near_a, p.ga.take(p.bodies.radius), p.gb.take(p.bodies.radius),
+                           nearest_b=near_b)
 
 
 def _sphere_box(p: _Pair) -> ContactGeometry:
-    """a = sphere, b = box, worked out in the box frame."""
-    rot = p.rotation.map(p.gb.take)
+    """a = sphere, b = box."""
     r = p.ga.take(p.bodies.radius)
-    h = p.bodies.half_size.map(p.gb.take)
-    d = p.xa - p.xb
-    local = Vec3(rot.xx * d.x + rot.yx * d.y + rot.zx * d.z,
-                 rot.xy * d.x + rot.yy * d.y + rot.zy * d.z,
-                 rot.xz * d.x + rot.yz * d.y + rot.zz * d.z)
-    clamped = Vec3(pt.clip(local.x, -h.x, h.x), pt.clip(local.y, -h.y, h.y),
-                   pt.clip(local.z, -h.z, h.z))
-    n_out, dist = normalize(local - clamped)
-    outside = dist > 1e-9
-    # Centre inside the box: push out through the face of least penetration.
-    pen = Vec3(h.x - pt.abs(local.x), h.y - pt.abs(local.y), h.z - pt.abs(local.z))
-    on_x = (pen.x <= pen.y) & (pen.x <= pen.z)
-    on_y = ~on_x & (pen.y <= pen.z)
-    on_z = ~on_x & ~on_y
-    sgn = local.map(lambda c: pt.switch(c >= 0, 1.0, -1.0))
-    n_in = Vec3(pt.switch(on_x, sgn.x, 0.0), pt.switch(on_y, sgn.y, 0.0),
-                pt.switch(on_z, sgn.z, 0.0))
-    depth_in = pt.switch(on_x, pen.x, pt.switch(on_y, pen.y, pen.z))
-    n_local = Vec3(*(pt.switch(outside, o, i) for o, i in zip(n_out, n_in)))
-    gap = pt.switch(outside, dist, -depth_in) - r
-    n = matvec(rot, n_local)
+    gap, n = ball_box(p.xa, r, p.xb, p.rotation.map(p.gb.take),
+                      p.bodies.half_size.map(p.gb.take))
     # Lever arms to the sphere's surface point and the box's (see round_contact).
     return ContactGeometry(gap, n, n.scale(-r), p.xa - n.scale(r + gap) - p.xb, p.mu, p.e)
+
+
+def _capsule_box(p: _Pair) -> ContactGeometry:
+    """a = capsule, b = box. Points 0 and 1: the capsule's end balls against
+    the box; points 2-13: the box's 12 edges against the capsule's axis
+    (closest points of the two segments), which catch a capsule lying
+    across an edge or a face with both ends beyond it."""
+    r, hla = p.ga.take(p.bodies.radius), p.ga.take(p.bodies.half_length)
+    ua = _z_axis(p.rotation.map(p.ga.take))
+    rot_b, h = p.rotation.map(p.gb.take), p.bodies.half_size.map(p.gb.take)
+    if p.block.point < 2:
+        centre = p.xa + ua.scale((-1.0 if p.block.point == 0 else 1.0) * hla)
+        gap, n = ball_box(centre, r, p.xb, rot_b, h)
+        return ContactGeometry(gap, n, centre - n.scale(r) - p.xa,
+                               centre - n.scale(r + gap) - p.xb, p.mu, p.e)
+    axis, signs = box_edge(p.block.point - 2)
+    centre_b = box_point(p.xb, rot_b, h, signs)
+    near_a, near_b = segment_pair(p.xa, ua, hla, centre_b, columns(rot_b)[axis], h[axis])
+    return p.round_contact(near_a, r, 0.0 * r, nearest_b=near_b)
+
+
+def _box_box(p: _Pair) -> ContactGeometry:
+    """Two boxes: candidate point `p.block.point` of `shapes.box_box`. The
+    blocks of one set of pairs share their separating axes (`shared`)."""
+    key = (p.block.kind, p.block.a, p.block.b)
+    if key not in p.shared:
+        p.shared[key] = box_axes(p.xa, p.rotation.map(p.ga.take),
+                                 p.bodies.half_size.map(p.ga.take), p.xb,
+                                 p.rotation.map(p.gb.take), p.bodies.half_size.map(p.gb.take))
+    gap, n, ra, rb = box_box(p.block.point, p.xa, p.xb, p.shared[key])
+    return ContactGeometry(gap, n, ra, rb, p.mu, p.e)
 
 
 # Each contact kind's collision function and the points it generates per pair.
@@ -284,18 +288,21 @@ COLLIDERS = {
     ContactKind.SPHERE_BOX: (_sphere_box, 1),
     ContactKind.CAPSULE_SPHERE: (_capsule_sphere, 1),
     ContactKind.CAPSULE_CAPSULE: (_capsule_capsule, 1),
+    ContactKind.CAPSULE_BOX: (_capsule_box, 14),
+    ContactKind.BOX_BOX: (_box_box, BOX_BOX_POINTS),
 }
 # Number of contact points each kind generates per pair.
 POINTS = {kind: points for kind, (_, points) in COLLIDERS.items()}
 
 
 def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
-                    position: Vec3, rotation: Mat3, n_bodies: int) -> ContactGeometry:
+                    position: Vec3, rotation: Mat3, n_bodies: int,
+                    shared: dict) -> ContactGeometry:
     ga = Gather(block.a, n_bodies)
     gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
     mu, e = _combine(block, bodies, world, ga, gb)
     pair = _Pair(block, bodies, world, rotation, ga, gb, position.map(ga.take),
-                 None if gb is None else position.map(gb.take), mu, e)
+                 None if gb is None else position.map(gb.take), mu, e, shared)
     return COLLIDERS[block.kind][0](pair)
 
 

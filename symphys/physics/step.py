@@ -140,8 +140,9 @@ def step(model: StepModel, state: State) -> State:
     if model.blocks or model.joint_blocks or model.motor_blocks:
         mob = mobility(model.bodies, state.rotation)
         rows, V = articulation_rows(model, state, mob, velocity_matrix(v, w))
+        shared: dict = {}
         geometry = [contact_geometry(block, model.bodies, model.world, state.position,
-                                     state.rotation, model.n_bodies)
+                                     state.rotation, model.n_bodies, shared)
                     for block in model.blocks]
         if options.penalty:
             # Spring-dampers: impulses now, no contact rows (symphys.physics.penalty).

@@ -55,6 +55,8 @@ class ContactKind(enum.Enum):
     SPHERE_BOX = "sphere-box"
     CAPSULE_SPHERE = "capsule-sphere"
     CAPSULE_CAPSULE = "capsule-capsule"
+    CAPSULE_BOX = "capsule-box"
+    BOX_BOX = "box-box"
 
 
 # The shape pairs that can touch, keyed (shape of a, shape of b or GROUND):
@@ -68,6 +70,8 @@ CONTACT_KINDS: dict[tuple, ContactKind] = {
     (Shape.SPHERE, Shape.BOX): ContactKind.SPHERE_BOX,
     (Shape.CAPSULE, Shape.SPHERE): ContactKind.CAPSULE_SPHERE,
     (Shape.CAPSULE, Shape.CAPSULE): ContactKind.CAPSULE_CAPSULE,
+    (Shape.CAPSULE, Shape.BOX): ContactKind.CAPSULE_BOX,
+    (Shape.BOX, Shape.BOX): ContactKind.BOX_BOX,
 }
 
 

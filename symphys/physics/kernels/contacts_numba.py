@@ -8,9 +8,11 @@ Bodies are read from one world's packed state (N, 18) and body parameters
 
 from __future__ import annotations
 
-from symphys.physics.contacts import PARALLEL, ContactKind
+from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
+from symphys.physics.kernels.shapes_numba import (box_box, box_edge, box_point, segment_pair,
+                                                  sphere_box_local)
 
 jit, leaf = vn.jit, vn.leaf
 SPHERE_GROUND = CONTACT_CODES[ContactKind.SPHERE_GROUND]
@@ -20,6 +22,8 @@ SPHERE_SPHERE = CONTACT_CODES[ContactKind.SPHERE_SPHERE]
 SPHERE_BOX = CONTACT_CODES[ContactKind.SPHERE_BOX]
 CAPSULE_SPHERE = CONTACT_CODES[ContactKind.CAPSULE_SPHERE]
 CAPSULE_CAPSULE = CONTACT_CODES[ContactKind.CAPSULE_CAPSULE]
+CAPSULE_BOX = CONTACT_CODES[ContactKind.CAPSULE_BOX]
+BOX_BOX = CONTACT_CODES[ContactKind.BOX_BOX]
 X, R = STATE.at("position"), STATE.at("rotation")
 RADIUS, HALF_SIZE, HALF_LENGTH = BODY.at("radius"), BODY.at("half_size"), BODY.at("half_length")
 UP = (0.0, 0.0, 1.0)
@@ -47,53 +51,36 @@ def _round_pair(nearest_a, xa, xb, r_a, r_b):
 
 
 @leaf
-def segment_pair(xa, ua, hla, xb, ub, hlb):
-    """Closest points of two segments (centres x, unit axes u, half lengths
-    hl): (s, t, case), the points x_a + (s - hl_a) u_a and x_b + (t - hl_b)
-    u_b. s minimises over the lines (a's start when parallel), clamped to
-    [0, 2 hl_a]; t follows (case 0); where t leaves [0, 2 hl_b] it is
-    clamped (case 1: 0, case 2: 2 hl_b) and s taken again."""
-    r = vn.sub(vn.sub(xa, vn.scale(ua, hla)), vn.sub(xb, vn.scale(ub, hlb)))
-    b, c, f = vn.dot(ua, ub), vn.dot(ua, r), vn.dot(ub, r)
-    denom = 1.0 - b * b
-    s = vn.clip((b * f - c) / denom, 0.0, 2.0 * hla) if denom > PARALLEL else 0.0
-    t = b * s + f
-    if t < 0.0:
-        return vn.clip(-c, 0.0, 2.0 * hla), 0.0, 1
-    if t > 2.0 * hlb:
-        return vn.clip(b * 2.0 * hlb - c, 0.0, 2.0 * hla), 2.0 * hlb, 2
-    return s, t, 0
-
-
-@leaf
-def sphere_box_local(xa, r, xb, rot, h):
-    """The sphere's centre in the box's frame and what the contact reads
-    from it: (d = xa - xb, local = R^T d, local less its clamp into the box,
-    that difference's norm, the face of least penetration (0, 1, 2), the
-    signs of local, the normal in box coordinates, the gap)."""
-    d = vn.sub(xa, xb)
-    local = vn.matTvec(rot, d)
-    clamped = (vn.clip(local[0], -h[0], h[0]), vn.clip(local[1], -h[1], h[1]),
-               vn.clip(local[2], -h[2], h[2]))
-    diff = vn.sub(local, clamped)
-    n_out, dist = vn.normalize(diff)
-    pen = (h[0] - abs(local[0]), h[1] - abs(local[1]), h[2] - abs(local[2]))
-    face = 0 if pen[0] <= pen[1] and pen[0] <= pen[2] else (1 if pen[1] <= pen[2] else 2)
-    sgn = (1.0 if local[0] >= 0 else -1.0, 1.0 if local[1] >= 0 else -1.0,
-           1.0 if local[2] >= 0 else -1.0)
-    if dist > 1e-9:
-        return d, local, diff, dist, face, sgn, n_out, dist - r
-    n_local = (sgn[0] if face == 0 else 0.0, sgn[1] if face == 1 else 0.0,
-               sgn[2] if face == 2 else 0.0)
-    return d, local, diff, dist, face, sgn, n_local, -pen[face] - r
-
-
-@leaf
 def _sphere_box(xa, r, xb, rot, h):
     n_local, gap = sphere_box_local(xa, r, xb, rot, h)[6:]
     n = vn.matvec(rot, n_local)
     rb = vn.sub(vn.sub(xa, vn.scale(n, r + gap)), xb)
     return gap, n, vn.scale(n, -r), rb
+
+
+@leaf
+def segments(ca, ua, hla, cb, ub, hlb, r_a, r_b):
+    """Two rounded segments (centres c, unit axes u, half lengths hl, radii
+    r): (gap, n, surface point of a, surface point of b, s, t)."""
+    s, t, _ = segment_pair(ca, ua, hla, cb, ub, hlb)
+    near_a = vn.add(ca, vn.scale(ua, s - hla))
+    near_b = vn.add(cb, vn.scale(ub, t - hlb))
+    unit, dist = vn.normalize(vn.sub(near_a, near_b))
+    n = UP if dist <= vn.EPS else unit
+    return (dist - r_a - r_b, n, vn.sub(near_a, vn.scale(n, r_a)),
+            vn.add(near_b, vn.scale(n, r_b)), s, t)
+
+
+@leaf
+def _capsule_box(point, xa, ua, hla, r, xb, rot, h):
+    if point < 2:
+        centre = vn.add(xa, vn.scale(ua, (-1.0 if point == 0 else 1.0) * hla))
+        gap, n, ra, rb = _sphere_box(centre, r, xb, rot, h)
+        return gap, n, vn.add(vn.sub(centre, xa), ra), rb
+    axis, signs = box_edge(point - 2)
+    gap, n, pa, pb = segments(xa, ua, hla, box_point(xb, rot, h, signs), vn.column(rot, axis),
+                              h[axis], r, 0.0)[:4]
+    return gap, n, vn.sub(pa, xa), vn.sub(pb, xb)
 
 
 @leaf
@@ -133,15 +120,20 @@ def geometry(kind, point, a, b, s, body, height):
         return _round_pair(vn.add(start, vn.scale(axis, t)), xa, xb, pa[RADIUS], pb[RADIUS])
     if kind == CAPSULE_CAPSULE:
         rot_a, rot_b = rotation(s, a), rotation(s, b)
-        ua, ub = (rot_a[2], rot_a[5], rot_a[8]), (rot_b[2], rot_b[5], rot_b[8])
-        hla, hlb = pa[HALF_LENGTH], pb[HALF_LENGTH]
-        sa, tb, _ = segment_pair(xa, ua, hla, xb, ub, hlb)
-        near_b = vn.add(xb, vn.scale(ub, tb - hlb))
-        gap, n, ra, rb = _round_pair(vn.add(xa, vn.scale(ua, sa - hla)), xa, near_b,
-                                     pa[RADIUS], pb[RADIUS])
-        return gap, n, ra, vn.add(rb, vn.sub(near_b, xb))
-    # SPHERE_BOX: a the sphere, b the box.
+        gap, n, near_a, near_b = segments(xa, (rot_a[2], rot_a[5], rot_a[8]), pa[HALF_LENGTH],
+                                          xb, (rot_b[2], rot_b[5], rot_b[8]), pb[HALF_LENGTH],
+                                          pa[RADIUS], pb[RADIUS])[:4]
+        return gap, n, vn.sub(near_a, xa), vn.sub(near_b, xb)
     h = (pb[HALF_SIZE], pb[HALF_SIZE + 1], pb[HALF_SIZE + 2])
+    if kind == CAPSULE_BOX:
+        rot_a = rotation(s, a)
+        return _capsule_box(point, xa, (rot_a[2], rot_a[5], rot_a[8]), pa[HALF_LENGTH],
+                            pa[RADIUS], xb, rotation(s, b), h)
+    if kind == BOX_BOX:
+        return box_box(point, xa, rotation(s, a),
+                        (pa[HALF_SIZE], pa[HALF_SIZE + 1], pa[HALF_SIZE + 2]),
+                        xb, rotation(s, b), h)
+    # SPHERE_BOX: a the sphere, b the box.
     return _sphere_box(xa, pa[RADIUS], xb, rotation(s, b), h)
 
 

@@ -1,6 +1,6 @@
-"""JAX helpers of the fused step's row stage: vector algebra on (..., 3)
-arrays, contact geometry of every contact kind at once, joint poses and the
-Jacobian / M^-1 J^T / effective mass of a row.
+"""JAX helpers of the fused step's row stage: contact geometry of every
+contact kind at once, joint poses and the Jacobian / M^-1 J^T / effective
+mass of a row (vector algebra in `vec_jax`, shape routines in `shapes_jax`).
 
 Every function is vectorised over leading item axes and gradient-safe: a
 branch that is computed but not selected (another contact kind, a static
@@ -13,110 +13,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from symphys.physics.contacts import PARALLEL, ContactKind
+from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, JOINT, WORLD
-
-EPS = 1e-12
-
-
-# -- vector algebra on (..., 3) ------------------------------------------------
-def dot(a, b):
-    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
-
-
-def cross(a, b):
-    return jnp.stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
-                      a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
-                      a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]], axis=-1)
-
-
-def matvec(m, v):
-    """m (..., 3, 3) times v (..., 3)."""
-    return (m * v[..., None, :]).sum(axis=-1)
-
-
-def matTvec(m, v):
-    """m^T v."""
-    return (m * v[..., :, None]).sum(axis=-2)
-
-
-def matmul(a, b):
-    return (a[..., :, :, None] * b[..., None, :, :]).sum(axis=-2)
-
-
-def scale(v, s):
-    """v (..., 3) times a scalar per item (...)."""
-    return v * s[..., None]
-
-
-def safe_norm(a):
-    sq = dot(a, a)
-    ok = sq > EPS * EPS
-    return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
-
-
-def clip(x, lo, hi):
-    """lo where x < lo, else hi where x > hi, else x: at a tie the gradient
-    goes to x, as in the Numba kernels (jnp.clip splits it)."""
-    return jnp.where(x < lo, lo, jnp.where(x > hi, hi, x))
-
-
-def maximum(a, b):
-    """b where b > a, else a (Python's max: a tie picks a)."""
-    return jnp.where(b > a, b, a)
-
-
-def minimum(a, b):
-    """b where b < a, else a (Python's min: a tie picks a)."""
-    return jnp.where(b < a, b, a)
-
-
-def safe_div(num, den):
-    ok = jnp.abs(den) > EPS
-    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
-
-
-def normalize(a, fallback=None):
-    """(unit vector, norm) as `algebra.normalize`."""
-    n = safe_norm(a)
-    unit = scale(a, safe_div(1.0, n))
-    if fallback is not None:
-        unit = jnp.where((n <= EPS)[..., None], fallback, unit)
-    return unit, n
-
-
-def safe_atan2(y, x):
-    """arctan2 with a finite gradient where both arguments vanish."""
-    ok = (y * y + x * x) > 0.0
-    return jnp.where(ok, jnp.arctan2(y, jnp.where(ok, x, 1.0)), 0.0)
-
-
-def rotation_coefficients(u):
-    """(sin t / t, (1 - cos t) / t^2) for t = |u| (`algebra`'s series)."""
-    t2 = dot(u, u)
-    small = t2 < 1e-2
-    t2s = jnp.where(small, 1.0, t2)
-    t = jnp.sqrt(t2s)
-    sinc = jnp.where(small, 1.0 - t2 / 6.0 * (1.0 - t2 / 20.0 * (1.0 - t2 / 42.0)),
-                     jnp.sin(t) / t)
-    cosc = jnp.where(small, 0.5 - t2 / 24.0 * (1.0 - t2 / 30.0 * (1.0 - t2 / 56.0)),
-                     (1.0 - jnp.cos(t)) / t2s)
-    return sinc, cosc
-
-
-def tangent_basis(n):
-    """Two unit tangents orthogonal to the unit normal n (`algebra`)."""
-    use_x = jnp.abs(n[..., 0]) < 0.57
-    one, zero = jnp.ones_like(n[..., 0]), jnp.zeros_like(n[..., 0])
-    helper = jnp.stack([jnp.where(use_x, one, zero), jnp.where(use_x, zero, one),
-                        0.0 * n[..., 2]], axis=-1)
-    t1, _ = normalize(cross(cross(n, helper), n))
-    return t1, cross(n, t1)
-
-
-def unit(axis: int, like):
-    """The world axis `axis` broadcast to like's shape (..., 3)."""
-    return jnp.zeros_like(like).at[..., axis].set(1.0)
+from symphys.physics.kernels.shapes_jax import ball_box, box_box, capsule_box, segments
+from symphys.physics.kernels.vec_jax import (clip, cross, dot, matmul, matvec, maximum, normalize,
+                                             safe_atan2, safe_div, scale, unit)
 
 
 # -- rows -------------------------------------------------------------------------
@@ -176,36 +77,13 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
     start = xa - scale(axis_a, hl_a)
     t = clip(dot(xb - start, axis_a), 0.0, 2.0 * hl_a)
     cs = round_pair(start + scale(axis_a, t), r_a, r_b)
-    # capsule-capsule: the axis segments' closest points (`contacts_numba.segment_pair`)
-    axis_b, hl_b = rb_rot[..., :, 2], col("half_length")[bi]
-    rel = start - (xb - scale(axis_b, hl_b))
-    b_, c_, f_ = dot(axis_a, axis_b), dot(axis_a, rel), dot(axis_b, rel)
-    denom = 1.0 - b_ * b_
-    apart = denom > PARALLEL
-    s_cc = jnp.where(apart, clip((b_ * f_ - c_) / jnp.where(apart, denom, 1.0), 0.0, 2.0 * hl_a),
-                     0.0)
-    t_cc = b_ * s_cc + f_
-    below, above = t_cc < 0.0, t_cc > 2.0 * hl_b
-    s_cc = jnp.where(below, clip(-c_, 0.0, 2.0 * hl_a),
-                     jnp.where(above, clip(b_ * 2.0 * hl_b - c_, 0.0, 2.0 * hl_a), s_cc))
-    t_cc = jnp.where(below, 0.0, jnp.where(above, 2.0 * hl_b, t_cc))
-    cc = round_pair(xa + scale(axis_a, s_cc - hl_a), r_a, r_b,
-                    nearest_b=xb + scale(axis_b, t_cc - hl_b))
-    # sphere (a) - box (b), in the box frame
-    local = matTvec(rb_rot, xa - xb)
-    clamped = clip(local, -h_b, h_b)
-    n_out, dist = normalize(local - clamped)
-    outside = dist > 1e-9
-    pen = h_b - jnp.abs(local)
-    on_x = (pen[:, 0] <= pen[:, 1]) & (pen[:, 0] <= pen[:, 2])
-    on_y = ~on_x & (pen[:, 1] <= pen[:, 2])
-    on_z = ~on_x & ~on_y
-    sgn = jnp.where(local >= 0, 1.0, -1.0)
-    n_in = jnp.stack([jnp.where(on, sgn[:, k], 0.0) for k, on in enumerate((on_x, on_y, on_z))],
-                     axis=-1)
-    depth_in = jnp.where(on_x, pen[:, 0], jnp.where(on_y, pen[:, 1], pen[:, 2]))
-    n_sb = matvec(rb_rot, jnp.where(outside[:, None], n_out, n_in))
-    gap_sb = jnp.where(outside, dist, -depth_in) - r_a
+    # capsule-capsule: the axis segments' closest points (`contacts_numba.segments`)
+    axis_b = rb_rot[..., :, 2]
+    gap_cc, n_cc, pa_cc, pb_cc = segments(xa, axis_a, hl_a, xb, axis_b, col("half_length")[bi],
+                                          r_a, r_b)
+    cc = (gap_cc, n_cc, pa_cc - xa, pb_cc - xb)
+    # sphere (a) - box (b)
+    gap_sb, n_sb = ball_box(xa, r_a, xb, rb_rot, h_b)
     sb = (gap_sb, n_sb, scale(n_sb, -r_a), xa - scale(n_sb, r_a + gap_sb) - xb)
 
     cands = {_K[ContactKind.SPHERE_GROUND]: (gap_sg, up, ra_sg, zeros),
@@ -214,7 +92,10 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
              _K[ContactKind.SPHERE_SPHERE]: ss,
              _K[ContactKind.SPHERE_BOX]: sb,
              _K[ContactKind.CAPSULE_SPHERE]: cs,
-             _K[ContactKind.CAPSULE_CAPSULE]: cc}
+             _K[ContactKind.CAPSULE_CAPSULE]: cc,
+             _K[ContactKind.CAPSULE_BOX]: capsule_box(point, xa, axis_a, hl_a, r_a, xb, rb_rot,
+                                                      h_b),
+             _K[ContactKind.BOX_BOX]: box_box(point, xa, ra_rot, h_a, xb, rb_rot, h_b)}
     out = list(cands[0])
     for code, parts in cands.items():
         if code == 0:

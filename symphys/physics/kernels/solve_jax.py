@@ -12,8 +12,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from symphys.physics.kernels.geometry_jax import clip, rotation_coefficients
 from symphys.physics.kernels.layout import ROW, STATE, Bound, Option, RowColumn
+from symphys.physics.kernels.vec_jax import clip, rotation_coefficients
 
 _JAC_A, _JAC_B, _DIR_A, _DIR_B = ROW.jac_a, ROW.jac_b, ROW.dir_a, ROW.dir_b
 _MASS, _GAMMA, _TARGET, _KEEP = (ROW.at(k) for k in ("mass", "gamma", "target", "keep"))

@@ -51,6 +51,8 @@ ROWS = Stage(
     numba_forward=rows_numba.rows, numba_vjp=rows_numba_grad.rows_vjp,
     jax_forward=_jax("rows_jax", "rows"),
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.contacts_numba",
+             "symphys.physics.shapes", "symphys.physics.kernels.shapes_numba",
+             "symphys.physics.kernels.shapes_numba_grad",
              "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout",
              "symphys.physics.kernels.geometry_numba_grad",
              "symphys.physics.kernels.contact_geometry_numba_grad",
