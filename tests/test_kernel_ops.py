@@ -407,3 +407,28 @@ def test_passes_must_name_an_input_and_an_output():
         Stage("ToyPasses", passes=(("q", "y", 0, 1),), **declare)
     stage = Stage("ToyPasses", passes=(("x", "y", 0, 1),), **declare)
     assert stage.passes == (("x", "y", 0, 1),)
+
+
+def test_kernel_cache_folder_changes_with_any_source_a_kernel_reads(tmp_path, monkeypatch):
+    """The worker processes that compile the stage entries keep the
+    kernels' own Numba cache in a folder named for every source file the
+    stages declare (Numba keys a cached function on its own file only, so a
+    kernel cached before a module it calls changed would otherwise come
+    back stale): the same sources give the same folder, an edit to a
+    module in a stage's `depends` a new one."""
+    import importlib
+    import inspect
+
+    from symphys.physics.kernels import entry_numba, stages
+
+    keys = [entry_numba.entry_key(stages.ROWS, False, ""),
+            entry_numba.entry_key(stages.ROWS, True, "")]
+    before = entry_numba.kernel_cache_dir(keys)
+    assert before == entry_numba.kernel_cache_dir(keys[::-1])
+    helper = inspect.getsourcefile(importlib.import_module("symphys.physics.kernels.shapes_numba"))
+    edited = tmp_path / "shapes_numba.py"
+    edited.write_text(open(helper).read() + "\n# edited\n")
+    real = inspect.getsourcefile
+    monkeypatch.setattr(inspect, "getsourcefile",
+                        lambda obj: str(edited) if real(obj) == helper else real(obj))
+    assert entry_numba.kernel_cache_dir(keys) != before

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import hashlib
 import inspect
 import os
 import subprocess
@@ -290,8 +291,10 @@ def _machine_lock():
 
 def prepare(keys) -> None:
     """Compile the entries `keys` that neither this process nor the disk
-    cache has, in parallel worker processes when there are several (a cold
-    machine's first graph: about a minute on one core for all the stages)."""
+    cache has, in worker processes (in parallel where there are several
+    cores; a cold machine's first graph: about a minute on one core for all
+    the stages), which keep the kernels' own Numba cache in
+    `kernel_cache_dir`."""
     missing = sorted({k for k in keys if k not in _ENTRIES and not on_disk(k)},
                      key=_compile_weight, reverse=True)
     if not missing:
@@ -304,12 +307,9 @@ def prepare(keys) -> None:
         print(f"symphys: compiling {len(missing)} physics kernels with {workers} "
               "process(es) (once per machine: they are cached on disk)",
               file=sys.stderr, flush=True)
-        if workers < 2:
-            for key in missing:
-                entry_address(key)
-            return
         shares = [missing[w::workers] for w in range(workers)]
-        runs = [subprocess.Popen([sys.executable, "-c", _WORKER, *share], env=worker_env(),
+        env = dict(worker_env(), NUMBA_CACHE_DIR=kernel_cache_dir(missing))
+        runs = [subprocess.Popen([sys.executable, "-c", _WORKER, *share], env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                 for share in shares]
         for run, share in zip(runs, shares):
@@ -319,6 +319,19 @@ def prepare(keys) -> None:
                       f"{err[-2000:]}", file=sys.stderr, flush=True)
                 for key in share:
                     entry_address(key)
+
+
+def kernel_cache_dir(keys) -> str:
+    """Where the worker processes keep Numba's cache of the kernels behind
+    the entries `keys`: a folder named for their stages' sources. Numba
+    keys a cached function on its own file only, so a kernel cached before
+    a module it calls changed would be loaded stale; in a folder of its own
+    per version of every source the kernels read, it cannot be."""
+    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
+
+    sources = sorted({stage_named(*key.rsplit(".", 3)[:2]).source_hash() for key in keys})
+    digest = hashlib.sha256("".join(sources).encode()).hexdigest()[:16]
+    return str(NUMBA_CACHE_PATH / f"symphys-kernels-{digest}")
 
 
 def worker_env() -> dict:

@@ -8,6 +8,7 @@ kept finite on any input (a padded item, another kind's bodies).
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from symphys.physics.kernels.vec_jax import (clip, cross, dot, matTvec, matvec, normalize, safe_div,
                                              scale, unit)
@@ -28,7 +29,7 @@ def pick(v, k):
 
 
 def segment_pair(xa, ua, hla, xb, ub, hlb):
-    """(s, t) of `contacts_numba.segment_pair`."""
+    """(s, t) of `shapes_numba.segment_pair`."""
     rel = (xa - scale(ua, hla)) - (xb - scale(ub, hlb))
     b, c, f = dot(ua, ub), dot(ua, rel), dot(ub, rel)
     denom = 1.0 - b * b
@@ -50,7 +51,7 @@ def segments(ca, ua, hla, cb, ub, hlb, r_a, r_b):
 
 
 def ball_box(centre, r, xb, rot, h):
-    """(gap, normal from the box) of a ball against a box (`contacts._ball_box`)."""
+    """(gap, normal from the box) of a ball against a box (`shapes.ball_box`)."""
     local = matTvec(rot, centre - xb)
     n_out, dist = normalize(local - clip(local, -h, h))
     outside = dist > 1e-9
@@ -67,7 +68,7 @@ def ball_box(centre, r, xb, rot, h):
 
 
 def corner_signs(point):
-    """Signs of box corner `point` (K,) (`contacts.box_corner`), (K, 3)."""
+    """Signs of box corner `point` (K,) (`shapes.box_corner`), (K, 3)."""
     return jnp.stack([jnp.where((point >> (2 - k)) & 1, 1.0, -1.0) for k in range(3)], axis=-1)
 
 
@@ -105,63 +106,80 @@ def _select(take, new, old):
                  for x, y in zip(new, old))
 
 
-def _extent(n, rot, h):
-    return sum(h[:, k] * jnp.abs(dot(column(rot, k), n)) for k in range(3))
+# Candidate axes in the reference's order: faces a0 a1 a2 b0 b1 b2 (the
+# reference box's body 0 or 1 and column k), edges A_i x B_j for i, j.
+_FACE_BODY = np.array([0, 0, 0, 1, 1, 1])
+_FACE_SIGN = np.array([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
+_OTHERS = np.array([[1, 2], [0, 2], [0, 1]])
+_EDGE_I = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])
+_EDGE_J = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2])
 
 
-def _others(k):
-    return (1 if k == 0 else 0), (1 if k == 2 else 2)
+def _first_best(values):
+    """Index (K,) of the first largest of values (K, C)."""
+    return jnp.argmax(values, axis=-1)
+
+
+def _at(x, index):
+    """x (K, C, ...) at index (K,) along C."""
+    idx = index.reshape(index.shape + (1,) * (x.ndim - 1))
+    return jnp.take_along_axis(x, idx, axis=1)[:, 0]
 
 
 def face_frames(d, xa, rot_a, ha, xb, rot_b, hb):
     """(sep, on_b, n_out, p_ref, u1, u2, e1, e2, m_inc, p_inc, v1, v2, f1,
-    f2) of the best face axis per item (`shapes._face_frames`)."""
-    best = None
-    for c in range(6):
-        on_b, k = c >= 3, c % 3
-        (x_r, rot_r, h_r), (x_i, rot_i, h_i) = ((xb, rot_b, hb), (xa, rot_a, ha)) if on_b else (
-            (xa, rot_a, ha), (xb, rot_b, hb))
-        col = column(rot_r, k)
-        along = dot(d, col)
-        sep = jnp.abs(along) - h_r[:, k] - _extent(col, rot_i, h_i)
-        n_out = scale(col, sign(along) if on_b else -sign(along))
-        inc = None
-        for m in range(3):
-            cm = dot(column(rot_i, m), n_out)
-            m1, m2 = _others(m)
-            m_inc = scale(column(rot_i, m), -sign(cm))
-            cand = (jnp.abs(cm), m_inc, x_i + scale(m_inc, h_i[:, m]), column(rot_i, m1),
-                    column(rot_i, m2), h_i[:, m1], h_i[:, m2])
-            inc = cand if inc is None else _select(cand[0] > inc[0], cand, inc)
-        k1, k2 = _others(k)
-        frame = (sep, jnp.full_like(sep, 1.0 if on_b else 0.0), n_out,
-                 x_r + scale(n_out, h_r[:, k]), column(rot_r, k1), column(rot_r, k2),
-                 h_r[:, k1], h_r[:, k2]) + inc[1:]
-        best = frame if best is None else _select(sep > best[0], frame, best)
-    return best
+    f2) of the best face axis per item (`shapes._face_frames`), every
+    candidate at once."""
+    x = jnp.stack([xa, xb], axis=1)                                   # (K, 2, 3)
+    cols = jnp.swapaxes(jnp.stack([rot_a, rot_b], axis=1), -1, -2)    # (K, 2, col, 3)
+    h = jnp.stack([ha, hb], axis=1)                                   # (K, 2, 3)
+    col = cols.reshape(-1, 6, 3)
+    inc_cols, inc_h = cols[:, 1 - _FACE_BODY], h[:, 1 - _FACE_BODY]     # (K, 6, 3, 3), (K, 6, 3)
+    along = dot(d[:, None, :], col)
+    extent = sum(inc_h[..., m] * jnp.abs(dot(inc_cols[..., m, :], col)) for m in range(3))
+    sep = jnp.abs(along) - h.reshape(-1, 6) - extent
+    n_out = col * (_FACE_SIGN * sign(along))[..., None]
+    cm = jnp.stack([dot(inc_cols[..., m, :], n_out) for m in range(3)], axis=-1)  # (K, 6, 3)
+    best = _first_best(sep)
+    ref, k = jnp.asarray(_FACE_BODY)[best], best % 3
+    n = _at(n_out, best)
+    cm_best = _at(cm, best)
+    m = _first_best(jnp.abs(cm_best))
+    sm = -sign(jnp.take_along_axis(cm_best, m[:, None], axis=-1)[:, 0])
+    cols_r, h_r, x_r = _at(cols, ref), _at(h, ref), _at(x, ref)
+    cols_i, h_i, x_i = _at(cols, 1 - ref), _at(h, 1 - ref), _at(x, 1 - ref)
+    others = jnp.asarray(_OTHERS)
+    k1, k2 = others[k, 0], others[k, 1]
+    m1, m2 = others[m, 0], others[m, 1]
+    m_inc = scale(_at(cols_i, m), sm)
+    return (_at(sep, best), ref.astype(sep.dtype), n, x_r + scale(n, pick(h_r, k)),
+            _at(cols_r, k1), _at(cols_r, k2), pick(h_r, k1), pick(h_r, k2), m_inc,
+            x_i + scale(m_inc, pick(h_i, m)), _at(cols_i, m1), _at(cols_i, m2),
+            pick(h_i, m1), pick(h_i, m2))
 
 
 def edge_axis(d, xa, rot_a, ha, xb, rot_b, hb):
     """(sep, n, a's edge centre, axis, half length, b's ...) of the best
-    edge-edge axis per item (`shapes._edge_axis`)."""
-    best = None
-    for i in range(3):
-        for j in range(3):
-            ai, bj = column(rot_a, i), column(rot_b, j)
-            c = cross(ai, bj)
-            sq = dot(c, c)
-            ok = sq > PARALLEL
-            n = scale(c, 1.0 / jnp.sqrt(jnp.where(ok, sq, 1.0)))
-            n = scale(n, sign(dot(d, n)))
-            sa = jnp.stack([0.0 * sq if k == i else -sign(dot(column(rot_a, k), n))
-                            for k in range(3)], axis=-1)
-            sb = jnp.stack([0.0 * sq if k == j else sign(dot(column(rot_b, k), n))
-                            for k in range(3)], axis=-1)
-            ca, cb = box_point(xa, rot_a, ha, sa), box_point(xb, rot_b, hb, sb)
-            sep = jnp.where(ok, dot(ca - cb, n), -FAR)
-            cand = (sep, n, ca, ai, ha[:, i], cb, bj, hb[:, j])
-            best = cand if best is None else _select(sep > best[0], cand, best)
-    return best
+    edge-edge axis per item (`shapes._edge_axis`), every candidate at once."""
+    cols_a, cols_b = jnp.swapaxes(rot_a, -1, -2), jnp.swapaxes(rot_b, -1, -2)   # (K, col, 3)
+    ai, bj = cols_a[:, _EDGE_I], cols_b[:, _EDGE_J]                                # (K, 9, 3)
+    c = cross(ai, bj)
+    sq = dot(c, c)
+    ok = sq > PARALLEL
+    n = c * (1.0 / jnp.sqrt(jnp.where(ok, sq, 1.0)))[..., None]
+    n = n * sign(dot(d[:, None, :], n))[..., None]
+    keep = jnp.arange(3)
+    sa = jnp.where(keep == _EDGE_I[:, None], 0.0,
+                   -sign(jnp.stack([dot(cols_a[:, k][:, None, :], n) for k in range(3)], -1)))
+    sb = jnp.where(keep == _EDGE_J[:, None], 0.0,
+                   sign(jnp.stack([dot(cols_b[:, k][:, None, :], n) for k in range(3)], -1)))
+    ca = box_point(xa[:, None, :], rot_a[:, None], ha[:, None, :], sa)
+    cb = box_point(xb[:, None, :], rot_b[:, None], hb[:, None, :], sb)
+    sep = jnp.where(ok, dot(ca - cb, n), -FAR)
+    best = _first_best(sep)
+    i, j = jnp.asarray(_EDGE_I)[best], jnp.asarray(_EDGE_J)[best]
+    return (_at(sep, best), _at(n, best), _at(ca, best), _at(ai, best), pick(ha, i),
+            _at(cb, best), _at(bj, best), pick(hb, j))
 
 
 def _face_edge(index, centre, u1, u2, e1, e2):
