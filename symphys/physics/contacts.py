@@ -10,7 +10,6 @@ impulse pushes a along n and b against it. Static b (the ground) has index -1.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -18,8 +17,8 @@ import pytensor.tensor as pt
 
 from symphys.physics.algebra import Mat3, Vec3, columns, cross, dot, matvec, normalize
 from symphys.physics.model import BodyArrays, WorldArrays
-from symphys.physics.shapes import (BOX_BOX_POINTS, ball_box, box_axes, box_box, box_edge,
-                                    box_point, segment_pair)
+from symphys.physics.shapes import (BOX_BOX_POINTS, ball_box, box_axes, box_box, box_corner,
+                                    box_edge, box_point, segment_pair)
 from symphys.scene.elements import CONTACT_KINDS, GROUND, ContactKind
 from symphys.scene.scene import Scene
 
@@ -204,7 +203,7 @@ def _sphere_ground(p: _Pair) -> ContactGeometry:
 
 
 def _box_ground(p: _Pair) -> ContactGeometry:
-    signs = list(itertools.product((-1.0, 1.0), repeat=3))[p.block.point]
+    signs = box_corner(p.block.point)
     h = p.bodies.half_size.map(p.ga.take)
     local = Vec3(signs[0] * h.x, signs[1] * h.y, signs[2] * h.z)
     return p.ground_contact(matvec(p.rotation.map(p.ga.take), local))

@@ -106,9 +106,7 @@ def geometry_vjp(kind, point, a, b, s, body, g_gap, g_n, g_ra, g_rb, g_s, g_body
         g_rt = (g_ra[0], g_ra[1], g_ra[2] + g_gap)
         rot = cn.rotation(s, a)
         if kind == cn.BOX_GROUND:
-            sx = -1.0 if point // 4 == 0 else 1.0
-            sy = -1.0 if (point // 2) % 2 == 0 else 1.0
-            sz = -1.0 if point % 2 == 0 else 1.0
+            sx, sy, sz = sn.box_corner(point)
             local = (sx * pa[HALF_SIZE], sy * pa[HALF_SIZE + 1], sz * pa[HALF_SIZE + 2])
             add_outer(g_s, a, R, g_rt, local)
             g_local = vn.matTvec(rot, g_rt)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
-from symphys.physics.kernels.shapes_numba import (box_box, box_edge, box_point, segment_pair,
-                                                  sphere_box_local)
+from symphys.physics.kernels.shapes_numba import (box_box, box_corner, box_edge, box_point,
+                                                  segment_pair, sphere_box_local)
 
 jit, leaf = vn.jit, vn.leaf
 SPHERE_GROUND = CONTACT_CODES[ContactKind.SPHERE_GROUND]
@@ -94,11 +94,8 @@ def geometry(kind, point, a, b, s, body, height):
         return xa[2] - r - height, UP, (0.0 * r, 0.0 * r, -r), ZERO
     if kind == BOX_GROUND:
         rot = rotation(s, a)
-        sx = -1.0 if point // 4 == 0 else 1.0
-        sy = -1.0 if (point // 2) % 2 == 0 else 1.0
-        sz = -1.0 if point % 2 == 0 else 1.0
-        local = (sx * pa[HALF_SIZE], sy * pa[HALF_SIZE + 1], sz * pa[HALF_SIZE + 2])
-        ra = vn.matvec(rot, local)
+        sx, sy, sz = box_corner(point)
+        ra = vn.matvec(rot, (sx * pa[HALF_SIZE], sy * pa[HALF_SIZE + 1], sz * pa[HALF_SIZE + 2]))
         return xa[2] + ra[2] - height, UP, ra, ZERO
     if kind == CAPSULE_GROUND:
         rot = rotation(s, a)

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 
 from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, JOINT, WORLD
-from symphys.physics.kernels.shapes_jax import ball_box, box_box, capsule_box, segments
+from symphys.physics.kernels.shapes_jax import (ball_box, box_box, capsule_box, corner_signs,
+                                                segments)
 from symphys.physics.kernels.vec_jax import (clip, cross, dot, matmul, matvec, maximum, normalize,
                                              safe_atan2, safe_div, scale, unit)
 
@@ -57,10 +58,8 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
     # sphere-ground
     ra_sg = jnp.stack([0.0 * r_a, 0.0 * r_a, -r_a], axis=-1)
     gap_sg = xa[:, 2] - r_a - ground
-    # box-ground: corner `point` of itertools.product((-1, 1), repeat=3)
-    signs = jnp.stack([jnp.where((point >> (2 - k)) & 1, 1.0, -1.0) for k in range(3)],
-                      axis=-1)
-    ra_bg = matvec(ra_rot, signs * h_a)
+    # box-ground: corner `point`
+    ra_bg = matvec(ra_rot, corner_signs(point) * h_a)
     gap_bg = xa[:, 2] + ra_bg[:, 2] - ground
     # capsule-ground: end `point` (0: -z end)
     axis_a = ra_rot[..., :, 2]
