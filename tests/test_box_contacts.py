@@ -4,7 +4,8 @@ resting turned on a box (face corners), two planks crossed (only the edge
 crossings hold), a box over a step's edge (held while its centre is over
 the step, tipped off past it), a box balanced edge on edge (the edge-edge
 axis), a capsule across a box's edges and along its face; a gradient
-through box-box friction against central differences."""
+through box-box friction against central differences; no two candidate
+points of a pair at one place."""
 
 import dataclasses
 
@@ -13,6 +14,11 @@ import pytest
 
 import symphys as sp
 from symphys.physics.algebra import quat_to_mat_array
+from symphys.physics.contacts import POINTS
+from symphys.physics.kernels import contacts_numba
+from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
+from symphys.physics.shapes import FAR
+from symphys.scene.elements import ContactKind
 
 BASE = 0.5            # the fixed lower box's centre height
 DT, SWEEPS = 0.004, 20
@@ -38,6 +44,34 @@ def _on_base(base_size, top, **kwargs):
 def _tilt(rotation):
     """Angle (rad) between a body's z axis and the world's."""
     return float(np.arccos(np.clip(np.asarray(rotation).reshape(3, 3)[2, 2], -1, 1)))
+
+
+def _candidates(kind, pose_a, size_a, pose_b, size_b):
+    """The existing candidate contact points of a pair (a then b) on the
+    Numba kernel: (P, 7), the point on a's surface, the one on b's and the
+    gap. A pose is (position,
+    quaternion or rotation matrix); a size is a box's half sizes or a capsule's (radius, half
+    length)."""
+    state, body = np.zeros((2, STATE.width)), np.zeros((2, BODY.width))
+    for i, ((x, q), size) in enumerate(((pose_a, size_a), (pose_b, size_b))):
+        state[i, STATE.at("position"):][:3] = x
+        q = np.asarray(q, float).ravel()
+        state[i, STATE.at("rotation"):][:9] = q if q.size == 9 else quat_to_mat_array(q).ravel()
+        if len(size) == 3:
+            body[i, BODY.at("half_size"):][:3] = size
+        else:
+            body[i, BODY.at("radius")], body[i, BODY.at("half_length")] = size
+    points = []
+    for point in range(POINTS[kind]):
+        gap, _, ra, rb = contacts_numba.geometry(CONTACT_CODES[kind], point, 0, 1, state, body,
+                                                 0.0)
+        if gap < FAR / 2:
+            points.append(np.r_[np.add(pose_a[0], ra), np.add(pose_b[0], rb), gap])
+    return np.array(points)
+
+
+UPRIGHT = [1.0, 0.0, 0.0, 0.0]
+ALONG_X = _quat([0, 1, 0], np.pi / 2)
 
 
 def test_a_box_rests_turned_on_a_box():
@@ -118,7 +152,14 @@ def test_a_capsule_rests_on_a_box(length, expect):
     traj = sp.simulate(scene, 250)
     assert traj.position["top"][-1, 2] == pytest.approx(BASE + 0.1 + r, abs=1e-3)
     assert np.abs(traj.velocity["top"][-1]).max() < 1e-3
-    assert (length < 0.6) == (expect == "ends")
+    points = _candidates(ContactKind.CAPSULE_BOX,
+                         (traj.position["top"][-1], traj.rotation["top"][-1]), (r, length / 2),
+                         ([0, 0, BASE], UPRIGHT), [0.3, 0.3, 0.1])
+    held = points[points[:, 6] < 1e-3]
+    assert len(held) == 2
+    # where the capsule touches along its axis: its end balls' bottoms or the edges
+    assert np.sort(held[:, 0]) == pytest.approx(
+        np.array([-1, 1]) * (length / 2 if expect == "ends" else 0.3), abs=2e-3)
 
 
 def test_a_capsule_tips_off_a_box_edge():
@@ -198,3 +239,38 @@ def test_a_box_and_a_capsule_dropped_on_a_box_settle_where_mujocos_do():
         assert np.abs(traj.velocity[name][-1]).max() < 1e-3
     turned = np.reshape(traj.rotation["block"][-1], (3, 3))
     assert np.abs(turned - np.reshape(data.xmat[model.body("block").id], (3, 3))).max() < 1e-3
+
+
+@pytest.mark.parametrize("case, kind, pose_a, size_a, pose_b, size_b, expect", [
+    # equal boxes stacked square: every corner of one is a corner of the other
+    ("stacked twins", "box-box", ([0, 0, 0.39], UPRIGHT), [0.2, 0.3, 0.2],
+     ([0, 0, 0], UPRIGHT), [0.2, 0.3, 0.2], 4),
+    # same width, one shorter: its corners lie on the other's long edges
+    ("shared sides", "box-box", ([0.1, 0, 0.39], UPRIGHT), [0.1, 0.3, 0.2],
+     ([0, 0, 0], UPRIGHT), [0.4, 0.3, 0.2], 4),
+    # a corner of the upper box exactly over an edge crossing of the lower
+    ("corner on an edge", "box-box", ([0.1, 0.1, 0.39], UPRIGHT), [0.1, 0.2, 0.2],
+     ([0, 0, 0], UPRIGHT), [0.2, 0.3, 0.2], 4),
+    # a short capsule along x on a box's top face: its two end balls only
+    ("on its ends", "capsule-box", ([0, 0, 0.24], ALONG_X), (0.05, 0.1),
+     ([0, 0, 0], UPRIGHT), [0.3, 0.3, 0.2], 2),
+    # an end ball against a top edge, the axis square to it: not the edge again
+    ("end on an edge", "capsule-box", ([0.42, 0, 0.23], ALONG_X), (0.05, 0.1),
+     ([0, 0, 0], UPRIGHT), [0.3, 0.3, 0.2], 1),
+    # a long capsule across the top: the two top edges under it
+    ("across", "capsule-box", ([0, 0.1, 0.24], ALONG_X), (0.05, 0.5),
+     ([0, 0, 0], UPRIGHT), [0.3, 0.3, 0.2], 2),
+    # along the top's diagonal, over a corner: an end ball and one edge point at the corner
+    ("by a corner", "capsule-box", ([0.3, 0.3, 0.26], _quat([1, -1, 0], np.pi / 2)),
+     (0.05, 0.5), ([0, 0, 0], UPRIGHT), [0.3, 0.3, 0.2], 2),
+])
+def test_no_two_candidate_points_of_a_pair_coincide(case, kind, pose_a, size_a, pose_b,
+                                                    size_b, expect):
+    """Two rows at one point leave the solver a tie that rounding breaks,
+    and the gradient with it: whatever the pose, a pair's existing
+    candidates are distinct points, and as many as the pose has corners of
+    contact (within 5 cm)."""
+    points = _candidates(ContactKind(kind), pose_a, size_a, pose_b, size_b)
+    apart = np.linalg.norm(points[:, None, :6] - points[None, :, :6], axis=-1)
+    assert (apart + np.eye(len(points))).min() > 1e-6, (case, points)
+    assert (points[:, 6] < 0.05).sum() == expect, (case, points)

@@ -17,8 +17,9 @@ import pytensor.tensor as pt
 
 from symphys.physics.algebra import Mat3, Vec3, columns, cross, dot, matvec, normalize
 from symphys.physics.model import BodyArrays, WorldArrays
-from symphys.physics.shapes import (BOX_BOX_POINTS, ball_box, box_axes, box_box, box_corner,
-                                    box_edge, box_point, segment_pair)
+from symphys.physics.shapes import (BOX_BOX_POINTS, FAR, ball_box, box_axes, box_box, box_corner,
+                                    box_edge, box_point, capsule_edge_exists, edge_owns_corner,
+                                    segment_pair)
 from symphys.scene.elements import CONTACT_KINDS, GROUND, ContactKind
 from symphys.scene.scene import Scene
 
@@ -251,7 +252,9 @@ def _capsule_box(p: _Pair) -> ContactGeometry:
     """a = capsule, b = box. Points 0 and 1: the capsule's end balls against
     the box; points 2-13: the box's 12 edges against the capsule's axis
     (closest points of the two segments), which catch a capsule lying
-    across an edge or a face with both ends beyond it."""
+    across an edge or a face with both ends beyond it, and a box's corner
+    against the capsule's side; an edge point that an end ball or another
+    edge already gives is held at `FAR` (`shapes.capsule_edge_exists`)."""
     r, hla = p.ga.take(p.bodies.radius), p.ga.take(p.bodies.half_length)
     ua = _z_axis(p.rotation.map(p.ga.take))
     rot_b, h = p.rotation.map(p.gb.take), p.bodies.half_size.map(p.gb.take)
@@ -260,10 +263,17 @@ def _capsule_box(p: _Pair) -> ContactGeometry:
         gap, n = ball_box(centre, r, p.xb, rot_b, h)
         return ContactGeometry(gap, n, centre - n.scale(r) - p.xa,
                                centre - n.scale(r + gap) - p.xb, p.mu, p.e)
-    axis, signs = box_edge(p.block.point - 2)
-    centre_b = box_point(p.xb, rot_b, h, signs)
-    near_a, near_b = segment_pair(p.xa, ua, hla, centre_b, columns(rot_b)[axis], h[axis])
-    return p.round_contact(near_a, r, 0.0 * r, nearest_b=near_b)
+    edge = p.block.point - 2
+    axis, signs = box_edge(edge)
+    centre_b, ub = box_point(p.xb, rot_b, h, signs), columns(rot_b)[axis]
+    near_a, near_b = segment_pair(p.xa, ua, hla, centre_b, ub, h[axis])
+    contact = p.round_contact(near_a, r, 0.0 * r, nearest_b=near_b)
+    exists = capsule_edge_exists(dot(near_a - p.xa, ua) + hla, dot(near_b - centre_b, ub) + h[axis],
+                                 hla, h[axis], np.array(edge_owns_corner(edge, 0)),
+                                 np.array(edge_owns_corner(edge, 1)))
+    held = lambda v: Vec3(*(pt.switch(exists, c, 0.0) for c in v))
+    return ContactGeometry(pt.switch(exists, contact.gap, FAR), contact.normal, held(contact.ra),
+                           held(contact.rb), p.mu, p.e)
 
 
 def _box_box(p: _Pair) -> ContactGeometry:

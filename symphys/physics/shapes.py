@@ -33,6 +33,11 @@ PARALLEL = 1e-10
 # large (m), so its rows never act.
 EDGE_BIAS = 1e-5
 FAR = 1e6
+# A candidate point of one pair within this (m) of a point another candidate
+# of the pair gives is dropped: two coinciding rows leave the solver a tie
+# that rounding settles, and the gradient with it. Corners over a face count
+# with a margin of a few of these, so that a dropped point's twin exists.
+COINCIDENT = 1e-9
 # Box-box candidate points: 4 incident corners, 4 reference corners, 16 edge crossings.
 BOX_BOX_POINTS = 24
 
@@ -96,6 +101,30 @@ def box_edge(edge: int) -> tuple[int, tuple[float, float, float]]:
     signs[others[0]] = -1.0 if rest // 2 == 0 else 1.0
     signs[others[1]] = -1.0 if rest % 2 == 0 else 1.0
     return axis, (signs[0], signs[1], signs[2])
+
+
+def edge_owns_corner(edge: int, end: int) -> bool:
+    """Whether box edge `edge` (0-11) gives the contact at its corner `end`
+    (0: start, 1: end) when a capsule's axis is nearest that corner: each
+    corner belongs to one of its three edges (the first axis along which the
+    corner is an edge's start, else axis 0)."""
+    axis, signs = box_edge(edge)
+    corner = list(signs)
+    corner[axis] = 1.0 if end else -1.0
+    return next((k for k in range(3) if corner[k] < 0.0), 0) == axis
+
+
+# Whether box edge e owns its start (column 0) and its end (column 1) corner.
+EDGE_OWNS = tuple((edge_owns_corner(e, 0), edge_owns_corner(e, 1)) for e in range(12))
+
+
+def capsule_edge_exists(s, t, hla, hl_edge, owns_start, owns_end):
+    """Whether a capsule-box edge contact at axis parameter s (0..2 hla) and
+    edge parameter t (0..2 hl_edge) is the pair's own: off the axis' ends
+    (the end balls give those) and, at a corner, on the edge that owns it
+    (`edge_owns_corner`). Written for PyTensor, NumPy, JAX and Numba alike."""
+    return (s > COINCIDENT) & (s < 2.0 * hla - COINCIDENT) \
+        & ((t > COINCIDENT) | owns_start) & ((t < 2.0 * hl_edge - COINCIDENT) | owns_end)
 
 
 def box_point(x: Vec3, rot: Mat3, h: Vec3, signs) -> Vec3:
@@ -178,6 +207,15 @@ def _face_edge(index: int, centre: Vec3, u1: Vec3, u2: Vec3, e1, e2):
     return centre + u1.scale(s * e1), u2, e2
 
 
+def reference_corner_exists(a1, a2, f1, f2):
+    """Whether a reference corner at |coordinates| a1, a2 in the incident
+    face's frame (half extents f1, f2) is a contact: inside that face, and
+    not on one of its corners (the incident corner gives that point).
+    Written for PyTensor, NumPy, JAX and Numba alike."""
+    return (a1 <= f1 + 2.0 * COINCIDENT) & (a2 <= f2 + 2.0 * COINCIDENT) \
+        & ((a1 <= f1 - COINCIDENT) | (a2 <= f2 - COINCIDENT))
+
+
 def _face_point(point: int, frame):
     """Candidate `point` of a face contact: (exists, gap, point on the
     incident box, point on the reference box)."""
@@ -186,7 +224,8 @@ def _face_point(point: int, frame):
         s1, s2 = box_corner(point)[1:]
         q = p_inc + v1.scale(s1 * f1) + v2.scale(s2 * f2)
         rel = q - p_ref
-        exists = (pt.abs(dot(rel, u1)) <= e1) & (pt.abs(dot(rel, u2)) <= e2)
+        exists = (pt.abs(dot(rel, u1)) <= e1 + 4.0 * COINCIDENT) \
+            & (pt.abs(dot(rel, u2)) <= e2 + 4.0 * COINCIDENT)
         z = dot(rel, n_out)
         return exists, z, q, q - n_out.scale(z)
     if point < 8:                  # reference corner under the incident face
@@ -195,8 +234,8 @@ def _face_point(point: int, frame):
         lam = dot(p_inc - r, m_inc) / dot(n_out, m_inc)
         q = r + n_out.scale(lam)
         rel = q - p_inc
-        exists = (pt.abs(dot(rel, v1)) <= f1) & (pt.abs(dot(rel, v2)) <= f2)
-        return exists, lam, q, r
+        return reference_corner_exists(pt.abs(dot(rel, v1)), pt.abs(dot(rel, v2)), f1, f2), \
+            lam, q, r
     inc, ref = divmod(point - 8, 4)  # incident edge crossing a reference edge
     ci, w, gi = _face_edge(inc, p_inc, v1, v2, f1, f2)
     cj, y, gj = _face_edge(ref, p_ref, u1, u2, e1, e2)
@@ -206,7 +245,7 @@ def _face_point(point: int, frame):
     delta = cj - ci
     s = dot(cross(delta, y), n_out) / safe
     t = dot(cross(delta, w), n_out) / safe
-    exists = ok & (pt.abs(s) <= gi) & (pt.abs(t) <= gj)
+    exists = ok & (pt.abs(s) < gi - COINCIDENT) & (pt.abs(t) < gj - COINCIDENT)
     q = ci + w.scale(s)
     z = dot(q - p_ref, n_out)
     return exists, z, q, q - n_out.scale(z)

@@ -77,6 +77,9 @@ def _capsule_box_vjp(point, a, b, s, body, g_gap, g_n, g_ra, g_rb, g_s, g_body):
     else:
         axis, signs = sn.box_edge(point - 2)
         cb = sn.box_point(xb, rot, h, signs)
+        s_a, t_b = sn.segment_pair(xa, ua, hla, cb, vn.column(rot, axis), h[axis])[:2]
+        if not sn.capsule_edge_exists(point - 2, s_a, t_b, hla, h[axis]):
+            g_gap, g_ra, g_rb = 0.0, cn.ZERO, cn.ZERO   # held at FAR; its normal still reads
         g_ca, g_ua, g_hla, g_cb, g_ub, g_hlb, g_r, _ = segments_vjp(
             xa, ua, hla, cb, vn.column(rot, axis), h[axis], r, 0.0, g_gap, g_n, g_ra, g_rb)
         g_xa = vn.sub(g_ca, g_ra)

@@ -12,7 +12,9 @@ from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
 from symphys.physics.kernels.shapes_numba import (box_box, box_corner, box_edge, box_point,
-                                                  segment_pair, sphere_box_local)
+                                                  capsule_edge_exists, segment_pair,
+                                                  sphere_box_local)
+from symphys.physics.shapes import FAR
 
 jit, leaf = vn.jit, vn.leaf
 SPHERE_GROUND = CONTACT_CODES[ContactKind.SPHERE_GROUND]
@@ -78,8 +80,10 @@ def _capsule_box(point, xa, ua, hla, r, xb, rot, h):
         gap, n, ra, rb = _sphere_box(centre, r, xb, rot, h)
         return gap, n, vn.add(vn.sub(centre, xa), ra), rb
     axis, signs = box_edge(point - 2)
-    gap, n, pa, pb = segments(xa, ua, hla, box_point(xb, rot, h, signs), vn.column(rot, axis),
-                              h[axis], r, 0.0)[:4]
+    gap, n, pa, pb, s, t = segments(xa, ua, hla, box_point(xb, rot, h, signs),
+                                    vn.column(rot, axis), h[axis], r, 0.0)
+    if not capsule_edge_exists(point - 2, s, t, hla, h[axis]):
+        return FAR, n, ZERO, ZERO
     return gap, n, vn.sub(pa, xa), vn.sub(pb, xb)
 
 

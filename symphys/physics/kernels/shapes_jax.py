@@ -10,9 +10,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from symphys.physics import shapes
 from symphys.physics.kernels.vec_jax import (clip, cross, dot, matTvec, matvec, normalize, safe_div,
                                              scale, unit)
-from symphys.physics.shapes import EDGE_BIAS, FAR, PARALLEL
+from symphys.physics.shapes import COINCIDENT, EDGE_BIAS, FAR, PARALLEL
 
 
 def column(m, k):
@@ -89,9 +90,13 @@ def capsule_box(point, xa, ua, hla, r, xb, rot, h):
     signs = jnp.where((axis == 0)[:, None], jnp.stack([zero, s1, s2], axis=-1),
                       jnp.where((axis == 1)[:, None], jnp.stack([s1, zero, s2], axis=-1),
                                 jnp.stack([s1, s2, zero], axis=-1)))
-    gap, n, pa, pb = segments(xa, ua, hla, box_point(xb, rot, h, signs), column(rot, axis),
-                              pick(h, axis), r, 0.0 * r)
-    edges = (gap, n, pa - xa, pb - xb)
+    cb, ub, hl_edge = box_point(xb, rot, h, signs), column(rot, axis), pick(h, axis)
+    s, t = segment_pair(xa, ua, hla, cb, ub, hl_edge)
+    gap, n, pa, pb = segments(xa, ua, hla, cb, ub, hl_edge, r, 0.0 * r)
+    owns = jnp.asarray(shapes.EDGE_OWNS)[edge]
+    exists = shapes.capsule_edge_exists(s, t, hla, hl_edge, owns[:, 0], owns[:, 1])
+    edges = (jnp.where(exists, gap, FAR), n, jnp.where(exists[:, None], pa - xa, 0.0),
+             jnp.where(exists[:, None], pb - xb, 0.0))
     at_end = point < 2
     return tuple(jnp.where(at_end if e.ndim == 1 else at_end[:, None], e, g)
                  for e, g in zip(ends, edges))
@@ -199,14 +204,15 @@ def face_point(point, frame):
     # incident corners
     q0 = p_inc + scale(v1, s1 * f1) + scale(v2, s2 * f2)
     rel = q0 - p_ref
-    ex0 = (jnp.abs(dot(rel, u1)) <= e1) & (jnp.abs(dot(rel, u2)) <= e2)
+    ex0 = (jnp.abs(dot(rel, u1)) <= e1 + 4.0 * COINCIDENT) \
+        & (jnp.abs(dot(rel, u2)) <= e2 + 4.0 * COINCIDENT)
     z0 = dot(rel, n_out)
     # reference corners
     r = p_ref + scale(u1, s1 * e1) + scale(u2, s2 * e2)
     lam = safe_div(dot(p_inc - r, m_inc), dot(n_out, m_inc))
     q1 = r + scale(n_out, lam)
     rel = q1 - p_inc
-    ex1 = (jnp.abs(dot(rel, v1)) <= f1) & (jnp.abs(dot(rel, v2)) <= f2)
+    ex1 = shapes.reference_corner_exists(jnp.abs(dot(rel, v1)), jnp.abs(dot(rel, v2)), f1, f2)
     # edge crossings
     e = jnp.clip(point - 8, 0, 15)
     ci, w, gi = _face_edge(e // 4, p_inc, v1, v2, f1, f2)
@@ -217,7 +223,7 @@ def face_point(point, frame):
     delta = cj - ci
     s = dot(cross(delta, y), n_out) / safe
     t = dot(cross(delta, w), n_out) / safe
-    ex2 = ok & (jnp.abs(s) <= gi) & (jnp.abs(t) <= gj)
+    ex2 = ok & (jnp.abs(s) < gi - COINCIDENT) & (jnp.abs(t) < gj - COINCIDENT)
     q2 = ci + scale(w, s)
     z2 = dot(q2 - p_ref, n_out)
     first, second = point < 4, point < 8

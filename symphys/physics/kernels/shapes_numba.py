@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from symphys.physics import shapes
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.shapes import EDGE_BIAS, FAR, PARALLEL
+from symphys.physics.shapes import COINCIDENT, EDGE_BIAS, FAR, PARALLEL
 
 leaf = vn.leaf
 ZERO = (0.0, 0.0, 0.0)
+EDGE_OWNS = np.array(shapes.EDGE_OWNS)
+_edge_exists = leaf(shapes.capsule_edge_exists)
+reference_corner_exists = leaf(shapes.reference_corner_exists)
+
+
+@leaf
+def capsule_edge_exists(edge, s, t, hla, hl_edge):
+    """`shapes.capsule_edge_exists` for box edge `edge`."""
+    return _edge_exists(s, t, hla, hl_edge, EDGE_OWNS[edge, 0], EDGE_OWNS[edge, 1])
 
 
 @leaf
@@ -191,7 +203,8 @@ def face_point(point, fr):
         s1, s2 = box_corner(point)[1:]
         q = vn.add(vn.add(p_inc, vn.scale(v1, s1 * f1)), vn.scale(v2, s2 * f2))
         rel = vn.sub(q, p_ref)
-        exists = abs(vn.dot(rel, u1)) <= e1 and abs(vn.dot(rel, u2)) <= e2
+        exists = abs(vn.dot(rel, u1)) <= e1 + 4.0 * COINCIDENT \
+            and abs(vn.dot(rel, u2)) <= e2 + 4.0 * COINCIDENT
         z = vn.dot(rel, n_out)
         return exists, z, q, vn.sub(q, vn.scale(n_out, z))
     if point < 8:
@@ -200,7 +213,7 @@ def face_point(point, fr):
         lam = vn.dot(vn.sub(p_inc, r), m_inc) / vn.dot(n_out, m_inc)
         q = vn.add(r, vn.scale(n_out, lam))
         rel = vn.sub(q, p_inc)
-        exists = abs(vn.dot(rel, v1)) <= f1 and abs(vn.dot(rel, v2)) <= f2
+        exists = reference_corner_exists(abs(vn.dot(rel, v1)), abs(vn.dot(rel, v2)), f1, f2)
         return exists, lam, q, r
     ci, w, gi, _ = face_edge((point - 8) // 4, p_inc, v1, v2, f1, f2)
     cj, y, gj, _ = face_edge((point - 8) % 4, p_ref, u1, u2, e1, e2)
@@ -210,7 +223,7 @@ def face_point(point, fr):
     delta = vn.sub(cj, ci)
     s = vn.dot(vn.cross(delta, y), n_out) / safe
     t = vn.dot(vn.cross(delta, w), n_out) / safe
-    exists = ok and abs(s) <= gi and abs(t) <= gj
+    exists = ok and abs(s) < gi - COINCIDENT and abs(t) < gj - COINCIDENT
     q = vn.add(ci, vn.scale(w, s))
     z = vn.dot(vn.sub(q, p_ref), n_out)
     return exists, z, q, vn.sub(q, vn.scale(n_out, z))
