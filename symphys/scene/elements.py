@@ -147,6 +147,34 @@ class Body:
 
 
 @dataclass(frozen=True)
+class Geom:
+    """A further collision shape fixed to a body, beside the body's own
+    shape, or fixed to the world (`body` = "world"): a robot link's second
+    capsule, a foot off the centre of mass, a wall or a rail.
+
+    position and quaternion are world coordinates at the initial pose (as
+    joint anchors are): the geom keeps its place and turn in its body's
+    frame. Sizes as a body's; friction, restitution and rolling friction
+    are the geom's own in contacts (a body's own shape uses the body's).
+    Contact pairs name a geom by its name, which is unique among bodies
+    and geoms; geoms have no mass (the body's mass and inertia count them)
+    and are seen by cameras like bodies."""
+
+    name: str
+    body: str
+    shape: Shape
+    radius: float = 0.0                      # sphere, capsule
+    size: tuple[float, float, float] = (0.0, 0.0, 0.0)  # box full extents
+    length: float = 0.0                      # capsule segment length
+    position: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    quaternion: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)
+    friction: float = 1.0
+    restitution: float = 0.0
+    rolling_friction: float = 0.0            # metres
+    color: RGB | None = None
+
+
+@dataclass(frozen=True)
 class Ground:
     """The plane z = height, static. color multiplies texture (None: plain
     color), as cameras see it."""
@@ -470,7 +498,8 @@ def check_color(value, fail, key: str) -> None:
 
 @dataclass(frozen=True)
 class ContactPair:
-    """Two bodies (or a body and "ground") that may touch."""
+    """Two colliders that may touch: each a body (its own shape), a geom
+    (`Geom`), or "ground" for b."""
 
     a: str
     b: str

@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from symphys.errors import SceneError
-from symphys.scene.elements import (FEEDBACK_FIELDS, MOTOR_FIELDS, Body, Camera, ContactPair, Ground, Joint,
-                                    JointType, Motor, Sensor, SensorKind, Shape, SolverOptions)
+from symphys.scene.elements import (FEEDBACK_FIELDS, MOTOR_FIELDS, Body, Camera, ContactPair, Geom,
+                                    Ground, Joint, JointType, Motor, Sensor, SensorKind, Shape,
+                                    SolverOptions)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class Scene:
     # Cameras only render; like body colours they shape no physics graph
     # (`structure_key` leaves them out).
     cameras: tuple[Camera, ...] = ()
+    # Further collision shapes on bodies or on the world (`Geom`).
+    geoms: tuple[Geom, ...] = ()
 
     # -- lookups ----------------------------------------------------------
     @property
@@ -43,6 +46,17 @@ class Scene:
 
     def body_index(self, name: str) -> int:
         return self.body_names.index(name)
+
+    @property
+    def geom_names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.geoms)
+
+    def collider(self, name: str) -> Body | Geom:
+        """The body or geom a contact pair names (not "ground")."""
+        for item in self.bodies + self.geoms:
+            if item.name == name:
+                return item
+        raise KeyError(name)
 
     def appearance_key(self, camera: Camera) -> tuple:
         """What a render graph holds besides the structure: the camera and
@@ -113,6 +127,19 @@ class Scene:
             values[f"{b.name}.restitution"] = b.restitution
             if self.has_rolling_friction:
                 values[f"{b.name}.rolling_friction"] = b.rolling_friction
+        for g in self.geoms:
+            if g.shape in (Shape.SPHERE, Shape.CAPSULE):
+                values[f"{g.name}.radius"] = g.radius
+            if g.shape is Shape.BOX:
+                values[f"{g.name}.size"] = g.size
+            if g.shape is Shape.CAPSULE:
+                values[f"{g.name}.length"] = g.length
+            values[f"{g.name}.position"] = g.position
+            values[f"{g.name}.quaternion"] = g.quaternion
+            values[f"{g.name}.friction"] = g.friction
+            values[f"{g.name}.restitution"] = g.restitution
+            if self.has_rolling_friction:
+                values[f"{g.name}.rolling_friction"] = g.rolling_friction
         if self.ground is not None:
             values["ground.height"] = self.ground.height
             values["ground.friction"] = self.ground.friction
@@ -158,7 +185,7 @@ class Scene:
     @property
     def has_rolling_friction(self) -> bool:
         """Whether contacts carry rolling-resistance rows (any value > 0)."""
-        values = [b.rolling_friction for b in self.bodies]
+        values = [b.rolling_friction for b in self.bodies + self.geoms]
         if self.ground is not None:
             values.append(self.ground.rolling_friction)
         return any(v > 0 for v in values)
@@ -215,6 +242,8 @@ class Scene:
             doc["explicit_inertia"] = explicit
         if self.has_joint_springs:
             doc["joint_springs"] = True
+        if self.geoms:
+            doc["geoms"] = [(g.name, g.body, g.shape.value) for g in self.geoms]
         feedback = [m.name for m in self.motors if m.feedback]
         if feedback:
             doc["motor_feedback"] = feedback
