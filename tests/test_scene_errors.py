@@ -127,7 +127,7 @@ def test_contact_with_unknown_body(tmp_path):
     doc = _doc()
     doc["contacts"] = [{"a": "b", "b": "grund"}]
     msg = _error(tmp_path, doc)
-    assert "unknown body 'grund'" in msg and "did you mean 'ground'" in msg
+    assert "unknown body or geom 'grund'" in msg and "did you mean 'ground'" in msg
 
 
 def test_unknown_field_suggests(tmp_path):

@@ -55,6 +55,21 @@ class SceneBuilder:
     def capsule(self, name, **fields):
         return self.body(name, "capsule", **fields)
 
+    def geom(self, name: str, body: str, shape: str, *, radius=None, size=None, length=None,
+             position=None, quaternion=None, friction=None, restitution=None,
+             rolling_friction=None, color=None) -> "SceneBuilder":
+        """A further collision shape fixed to `body` (or to "world"): the
+        fields of a scene file's geom, position and quaternion in world
+        coordinates at the initial pose; None: the field left out (its
+        default, or an error where the shape needs it)."""
+        fields = dict(radius=radius, size=size, length=length, position=position,
+                      quaternion=quaternion, friction=friction, restitution=restitution,
+                      rolling_friction=rolling_friction, color=color)
+        entry = {"name": name, "body": body, "shape": shape}
+        entry.update(_plain({k: v for k, v in fields.items() if v is not None}))
+        self._doc.setdefault("geoms", []).append(entry)
+        return self
+
     def joint(self, name: str, type: str, parent: str, child: str, **fields) -> "SceneBuilder":
         """A joint; fields: anchor, axis, axis2, limits, frequency, damping,
         viscous_damping, dry_friction (see the scene format)."""

@@ -10,15 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from symphys.errors import SceneError, closest
-from symphys.scene.elements import FIELD_SIGNS, Sign, Texture, TextureKind, check_color
+from symphys.scene.elements import FIELD_SIGNS, Shape, Sign, Texture, TextureKind, check_color
 from symphys.scene.textures import texture_pixels
 
 # The keys each part of a scene file may hold.
-TOP_KEYS = {"format", "name", "dt", "gravity", "solver", "ground", "bodies", "contacts", "joints",
-            "motors", "sensors", "cameras", "description"}
+TOP_KEYS = {"format", "name", "dt", "gravity", "solver", "ground", "bodies", "geoms", "contacts",
+            "joints", "motors", "sensors", "cameras", "description"}
 BODY_KEYS = {"name", "shape", "radius", "size", "length", "mass", "density", "position",
              "quaternion", "velocity", "angular_velocity", "friction", "restitution",
              "rolling_friction", "color", "texture", "inertia"}
+GEOM_KEYS = {"name", "body", "shape", "radius", "size", "length", "position", "quaternion",
+             "friction", "restitution", "rolling_friction", "color"}
 SOLVER_KEYS = {"model", "iterations", "constraint_frequency", "constraint_damping",
                "position_feedback", "restitution_threshold", "friction_model", "gyroscopic",
                "renormalisation_iterations", "contact_stiffness", "contact_damping",
@@ -238,3 +240,30 @@ def value_range(r: Fields, key: str) -> tuple[float, float] | None:
     if not lo < hi:
         r.fail(key, f"expected [low, high] with low < high, got [{lo}, {hi}]")
     return lo, hi
+
+
+def shape_and_sizes(r: Fields) -> tuple[Shape, float, tuple, float]:
+    """(shape, radius, size, length) of a body or geom: the sizes its shape
+    needs are required, the others refused."""
+    if not r.has("shape"):
+        r.fail("shape", f"missing; allowed: {[s.value for s in Shape]}")
+    shape = r.enum("shape", Shape, Shape.SPHERE)
+    needed = {"radius": shape in (Shape.SPHERE, Shape.CAPSULE),
+              "length": shape is Shape.CAPSULE, "size": shape is Shape.BOX}
+    radius = r.number("radius") if needed["radius"] else 0.0
+    length = r.number("length") if needed["length"] else 0.0
+    size = r.vector("size", 3) if needed["size"] else (0.0, 0.0, 0.0)
+    for key in ("radius", "length", "size"):
+        if r.has(key) and not needed[key]:
+            r.fail(key, f"not used by a {shape.value}")
+    return shape, radius, size, length
+
+
+def quaternion(r: Fields, key: str = "quaternion",
+               default=(1.0, 0.0, 0.0, 0.0)) -> tuple[float, float, float, float]:
+    """The unit quaternion (w, x, y, z) at `key` (default: no rotation)."""
+    quat = r.vector(key, 4, default)
+    norm = math.sqrt(sum(q * q for q in quat))
+    if norm < 1e-12:
+        r.fail(key, "zero quaternion has no rotation; use [1, 0, 0, 0]")
+    return unit(quat, norm)

@@ -142,7 +142,7 @@ def with_values(scene: Scene, params: Mapping) -> Scene:
         values[name] = float(value) if value.ndim == 0 else tuple(value.tolist())
 
     def updated(items):
-        """Bodies, joints or motors with their named fields replaced (a joint
+        """Bodies, geoms, joints or motors with their named fields replaced (a joint
         and its motor may share a name; their fields differ)."""
         out = []
         for item in items:
@@ -156,7 +156,8 @@ def with_values(scene: Scene, params: Mapping) -> Scene:
         k[len("ground."):]: v for k, v in values.items() if k.startswith("ground.")})
     solver = replace(scene.solver, **{k[len("solver."):]: v for k, v in values.items()
                                       if k.startswith("solver.")})
-    return replace(scene, bodies=updated(scene.bodies), joints=updated(scene.joints),
+    return replace(scene, bodies=updated(scene.bodies), geoms=updated(scene.geoms),
+                   joints=updated(scene.joints),
                    motors=updated(scene.motors), ground=ground, solver=solver,
                    gravity=values.get("world.gravity", scene.gravity))
 

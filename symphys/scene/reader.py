@@ -16,14 +16,15 @@ from importlib import resources
 from pathlib import Path
 
 from symphys.errors import ParameterError, SceneError, closest
-from symphys.scene.elements import (BODY_SENSORS, CONTACT_KINDS, GROUND, GROUND_CHECKER,
-                                    FEEDBACK_FIELDS, JOINT_SENSORS, WORLD, Body, Camera, ContactModel, ContactPair,
-                                    FrictionModel, Ground, Joint, JointType, Motor, MotorMode,
-                                    Plane, Sensor, SensorKind, Shape, Sign, SolverOptions,
-                                    check_inertia)
+from symphys.scene.elements import (BODY_SENSORS, FEEDBACK_FIELDS, GROUND, GROUND_CHECKER,
+                                    JOINT_SENSORS, WORLD, Body, Camera, ContactModel, FrictionModel,
+                                    Geom, Ground, Joint, JointType, Motor, MotorMode, Plane, Sensor,
+                                    SensorKind, Shape, Sign, SolverOptions, check_inertia)
 from symphys.scene.fields import (BODY_KEYS, CAMERA_KEYS, GROUND_KEYS, JOINT_KEYS, MOTOR_KEYS,
                                   PLANE_KEYS, SENSOR_KEYS, SOLVER_KEYS, TOP_KEYS, Fields,
-                                  check_finite, items, named_items, unit, unit_axis, value_range)
+                                  check_finite, items, named_items, quaternion, shape_and_sizes,
+                                  unit_axis, value_range)
+from symphys.scene.geoms import read_contacts, read_geoms
 from symphys.scene.params import with_values
 from symphys.scene.scene import Scene
 
@@ -100,20 +101,7 @@ def _read_body(doc, source: str, index: int) -> Body:
     name = r.string("name")
     if name in ("world", GROUND):
         r.fail("name", f"'{name}' is reserved")
-    shape = r.enum("shape", Shape, Shape.SPHERE) if r.has("shape") else r.fail(
-        "shape", f"missing; allowed: {[s.value for s in Shape]}")
-    radius, size, length = 0.0, (0.0, 0.0, 0.0), 0.0
-    if shape in (Shape.SPHERE, Shape.CAPSULE):
-        radius = r.number("radius")
-    if shape is Shape.CAPSULE:
-        length = r.number("length")
-    if shape is Shape.BOX:
-        size = r.vector("size", 3)
-    for other in ("radius", "length", "size"):
-        needed = {"radius": shape in (Shape.SPHERE, Shape.CAPSULE),
-                  "length": shape is Shape.CAPSULE, "size": shape is Shape.BOX}
-        if r.has(other) and not needed[other]:
-            r.fail(other, f"not used by a {shape.value}")
+    shape, radius, size, length = shape_and_sizes(r)
     if r.has("mass") and r.has("density"):
         r.fail("mass", "give either mass or density, not both")
     if r.has("mass"):
@@ -122,15 +110,11 @@ def _read_body(doc, source: str, index: int) -> Body:
         mass = r.number("density", sign=Sign.POSITIVE) * _volume(shape, radius, size, length)
     else:
         r.fail("mass", "missing (give 'mass' in kg or 'density' in kg/m^3)")
-    quat = r.vector("quaternion", 4, (1.0, 0.0, 0.0, 0.0))
-    norm = math.sqrt(sum(q * q for q in quat))
-    if norm < 1e-12:
-        r.fail("quaternion", "zero quaternion has no rotation; use [1, 0, 0, 0]")
     return Body(
         name=name, shape=shape, mass=mass, radius=radius, size=size,
         length=length,
         position=r.vector("position", 3, (0.0, 0.0, 0.0)),
-        quaternion=unit(quat, norm),
+        quaternion=quaternion(r),
         velocity=r.vector("velocity", 3, (0.0, 0.0, 0.0)),
         angular_velocity=r.vector("angular_velocity", 3, (0.0, 0.0, 0.0)),
         friction=r.number("friction", 1.0),
@@ -176,63 +160,6 @@ def _read_solver(doc, source: str) -> SolverOptions:
         stiction_velocity=r.number("stiction_velocity", d.stiction_velocity,
                                    sign=Sign.NONNEGATIVE),
     )
-
-
-def _auto_contacts(bodies, has_ground: bool, joints=()) -> tuple[ContactPair, ...]:
-    """Every body against the ground, and every pair of shapes with a
-    contact routine (`CONTACT_KINDS`) not joined by a joint."""
-    pairs = []
-    if has_ground:
-        pairs += [ContactPair(b.name, GROUND) for b in bodies]
-    joined = {frozenset((j.parent, j.child)) for j in joints}
-    for i, a in enumerate(bodies):
-        for b in bodies[i + 1:]:
-            if frozenset((a.name, b.name)) in joined:
-                continue
-            if (a.shape, b.shape) in CONTACT_KINDS:
-                pairs.append(ContactPair(a.name, b.name))
-            elif (b.shape, a.shape) in CONTACT_KINDS:
-                pairs.append(ContactPair(b.name, a.name))
-    return tuple(pairs)
-
-
-
-
-def _read_contacts(doc, source: str, bodies, has_ground,
-                   joints=()) -> tuple[ContactPair, ...]:
-    if doc is None or doc == "auto":
-        return _auto_contacts(bodies, has_ground, joints)
-    if not isinstance(doc, list):
-        raise SceneError("expected \"auto\" or a list of {\"a\", \"b\"}",
-                         source=source, field="contacts")
-    by_name = {b.name: b for b in bodies}
-    names = list(by_name) + ([GROUND] if has_ground else [])
-    pairs, seen = [], set()
-    for i, entry in enumerate(doc):
-        r = Fields(entry, source, f"contacts[{i}]", {"a", "b"})
-        a, b = r.string("a"), r.string("b")
-        for key, nm in (("a", a), ("b", b)):
-            if nm not in names:
-                hint = " (the scene has no ground)" if nm == GROUND else closest(nm, names)
-                r.fail(key, f"unknown body '{nm}'{hint}")
-        if a == b:
-            r.fail("b", "a body cannot touch itself")
-        if a == GROUND:
-            a, b = b, a
-        kinds = (by_name[a].shape, GROUND if b == GROUND else by_name[b].shape)
-        if kinds not in CONTACT_KINDS and kinds[::-1] in CONTACT_KINDS:
-            a, b = b, a
-            kinds = kinds[::-1]
-        if kinds not in CONTACT_KINDS:
-            r.fail("b", f"contact {kinds[0].value}-{getattr(kinds[1], 'value', kinds[1])}"
-                   " is not supported; supported: "
-                   + ", ".join(k.value for k in CONTACT_KINDS.values()))
-        key = frozenset((a, b))
-        if key in seen:
-            r.fail("b", f"pair {a}-{b} listed twice")
-        seen.add(key)
-        pairs.append(ContactPair(a, b))
-    return tuple(pairs)
 
 
 def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
@@ -417,13 +344,14 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
             raise SceneError("duplicate body name", source=source,
                              item=f"body '{b.name}'", field="name")
         seen.add(b.name)
+    geoms = read_geoms(doc, source, bodies)
     joints = _read_joints(doc, source, bodies)
     motors = _read_motors(doc, source, joints)
     cameras = _read_cameras(doc, source)
     sensors = _read_sensors(doc, source, bodies, joints, cameras)
-    contacts = _read_contacts(doc.get("contacts", "auto"), source, bodies,
-                              ground is not None, joints)
-    _check_penalty_fields(solver, ground, bodies, source)
+    contacts = read_contacts(doc.get("contacts", "auto"), source, bodies, ground is not None,
+                             joints, geoms)
+    _check_penalty_fields(solver, ground, bodies + geoms, source)
     if solver.velocity_damping * dt >= 1.0:
         raise SceneError(f"velocity_damping {solver.velocity_damping} (1/s) times dt {dt} is "
                          f"{solver.velocity_damping * dt:g}; it must be below 1 (each step "
@@ -431,7 +359,7 @@ def scene_from_dict(doc: dict, source: str = "<dict>", raw: str = "") -> Scene:
                          item="solver", field="velocity_damping")
     scene = Scene(name=name, dt=dt, gravity=gravity, solver=solver, ground=ground,
                   bodies=bodies, contacts=contacts, joints=joints, motors=motors,
-                  sensors=sensors, source=source, raw=raw, cameras=cameras)
+                  sensors=sensors, source=source, raw=raw, cameras=cameras, geoms=geoms)
     return _overridden(scene)
 
 
@@ -504,7 +432,7 @@ def _read_cameras(doc, source: str) -> tuple[Camera, ...]:
     return tuple(cameras)
 
 
-def _check_penalty_fields(solver: SolverOptions, ground, bodies, source: str) -> None:
+def _check_penalty_fields(solver: SolverOptions, ground, colliders, source: str) -> None:
     """Spring-damper contacts have no rolling-resistance rows: refuse a
     rolling friction they would ignore, naming where it is set."""
     if not solver.penalty:
@@ -515,7 +443,8 @@ def _check_penalty_fields(solver: SolverOptions, ground, bodies, source: str) ->
                              source=source, item="solver", field="stiction_velocity")
         return
     places = [("ground", ground.rolling_friction)] if ground is not None else []
-    places += [(f"body '{b.name}'", b.rolling_friction) for b in bodies]
+    places += [(f"{'geom' if isinstance(c, Geom) else 'body'} '{c.name}'", c.rolling_friction)
+               for c in colliders]
     for item, value in places:
         if value > 0:
             raise SceneError(f"rolling friction {value} is not modelled by the "

@@ -14,9 +14,9 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from symphys.scene.elements import (BODY_SENSORS, JOINT_SENSORS, Body, Camera, Joint, JointType,
-                                    Motor, Sensor, SensorKind, Shape, SolverOptions, Texture,
-                                    TextureKind)
+from symphys.scene.elements import (BODY_SENSORS, JOINT_SENSORS, Body, Camera, Geom, Joint,
+                                    JointType, Motor, Sensor, SensorKind, Shape, SolverOptions,
+                                    Texture, TextureKind)
 from symphys.scene.reader import FORMAT
 from symphys.scene.scene import Scene
 
@@ -57,6 +57,11 @@ def _body(body: Body) -> dict:
     doc = _fields(body, names)
     doc["texture"] = _plain(body.texture)
     return doc
+
+
+def _geom(geom: Geom) -> dict:
+    return _fields(geom, ("name", "body", "shape", *_SHAPE_FIELDS[geom.shape], "position",
+                          "quaternion", "friction", "restitution", "rolling_friction", "color"))
 
 
 def _joint(joint: Joint) -> dict:
@@ -117,6 +122,8 @@ def scene_to_dict(scene: Scene) -> dict:
                                                "rolling_friction", "color"))
         doc["ground"]["texture"] = _plain(scene.ground.texture)
     doc["bodies"] = [_body(b) for b in scene.bodies]
+    if scene.geoms:
+        doc["geoms"] = [_geom(g) for g in scene.geoms]
     doc["contacts"] = [{"a": c.a, "b": c.b} for c in scene.contacts]
     doc["joints"] = [_joint(j) for j in scene.joints]
     doc["motors"] = [_motor(m, joints) for m in scene.motors]
