@@ -257,3 +257,58 @@ def test_rolling_friction_on_a_geom_with_a_penalty_model():
     doc["geoms"][2]["rolling_friction"] = 0.01
     assert "geom 'lid', field 'rolling_friction': rolling friction 0.01 is not modelled" \
         in _error(doc)
+
+
+def _camera_scene():
+    """A small box body with a ball geom 0.5 m above it, and a capsule post
+    fixed to the world; a 16 x 8 camera looking along +y at z = 0.5."""
+    cam = dict(position=[0, -2, 0.5], direction=[0, 1, 0], up=[0, 0, 1], focal_length=0.018,
+               sensor_size=[0.036, 0.018], resolution=[16, 8], background=[0, 0, 0],
+               ambient=1.0)
+    return (SceneBuilder("look").box("arm", size=[0.02] * 3, mass=1, position=[30, 0, 0.5],
+                                     color=[0, 0, 1])
+            .geom("hand", "arm", "sphere", radius=0.3, position=[30, 0, 1.0], color=[1, 0, 0])
+            .geom("post", "world", "capsule", radius=0.2, length=0.2, position=[-0.6, 0, 0.5],
+                  color=[0, 1, 0])
+            .geom("thumb", "arm", "sphere", radius=0.1, position=[30, 0, 0.5])
+            .camera("c", **cam).build())
+
+
+def test_geom_colours_default_to_their_body():
+    from symphys.camera.image import PALETTE, body_colour
+
+    scene = _camera_scene()
+    assert [body_colour(scene, i) for i in range(4)] == [
+        (0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)]
+    plain = replace(scene, geoms=(replace(scene.geoms[1], color=None),))
+    assert body_colour(plain, 1) == PALETTE[1]
+    assert scene.appearance_key(scene.cameras[0]) != plain.appearance_key(scene.cameras[0])
+
+
+def test_cameras_see_geoms_move_with_their_body():
+    """The hand is drawn where the arm's pose puts it; the post stays put."""
+    pytest.importorskip("jax")
+    import numpy as np
+    import pytensor.tensor as pt
+
+    import symphys as sp
+    from symphys.camera import image as C
+    from symphys.physics.algebra import quat_to_mat_array
+
+    scene = _camera_scene()
+    pos = pt.tensor("pos", dtype="float64", shape=(None, 1, 3))
+    rot = pt.tensor("rot", dtype="float64", shape=(None, 1, 3, 3))
+    render = sp.compile([pos, rot], C.render(scene, "c", pos, rot), backend="jax")
+
+    def seen(centre, quaternion, channel):
+        image = render(np.array([[centre]], float),
+                       quat_to_mat_array(np.array([quaternion], float))[None])[0]
+        return {tuple(int(i) for i in ij) for ij in np.argwhere(image[..., channel] > 0.5)}
+
+    # Pixel (row, col) of world (x, z) at depth 2 m: 2 pixels per 0.5 m.
+    upright = seen([0, 0, 0], [1, 0, 0, 0], 0)             # hand at (0, 0, 0.5)
+    assert upright == {(3, 7), (3, 8), (4, 7), (4, 8)}
+    turned = seen([0, 0, 0], [0.5 ** 0.5, 0, 0.5 ** 0.5, 0], 0)   # about y: hand at (0.5, 0, 0)
+    assert turned == {(5, 9), (5, 10), (6, 9), (6, 10)}
+    post = {(3, 5), (4, 5)}
+    assert seen([0, 0, 0], [1, 0, 0, 0], 1) == seen([0.3, 0, 0], [1, 0, 0, 0], 1) == post

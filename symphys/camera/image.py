@@ -53,8 +53,8 @@ import pytensor.tensor as pt
 from symphys.camera.hits import (FAR, SHAPE_HITS, Appearance, Group, Rays, Surfaces, columns, pick,
                                  plane_hits, rays_of, static_planes)
 from symphys.errors import SceneError
-from symphys.physics.algebra import Mat3, Vec3
-from symphys.scene.elements import Camera, Shape
+from symphys.physics.algebra import Mat3, Vec3, matmul, matTvec, matvec, quat_to_mat, transpose
+from symphys.scene.elements import WORLD, Camera, Geom, Shape
 from symphys.scene.scene import Scene
 
 # Render-only functions compile without symphys' own rewrites: those split
@@ -71,17 +71,53 @@ PALETTE = ((0.85, 0.33, 0.20), (0.20, 0.45, 0.80), (0.30, 0.70, 0.30),
            (0.90, 0.75, 0.20), (0.60, 0.35, 0.70), (0.20, 0.70, 0.70))
 
 
+def _with_geoms(scene: Scene, pos: Vec3, rot: Mat3, params: dict) -> tuple[Vec3, Mat3]:
+    """Centres and rotations (B, N + G) of the bodies, then the geoms: a
+    geom keeps the place and turn in its body's frame that it has at the
+    initial pose (read from `params` where given); world geoms stay put."""
+    if not scene.geoms:
+        return pos, rot
+
+    def pose(name, position, quaternion):
+        p = pt.as_tensor_variable(params.get(f"{name}.position", np.asarray(position, float)))
+        q = pt.as_tensor_variable(params.get(f"{name}.quaternion", np.asarray(quaternion, float)))
+        return Vec3(*(p[..., i] for i in range(3))), quat_to_mat(*(q[..., i] for i in range(4)))
+
+    like = pt.zeros_like(pos.x[:, 0])                                   # (B,)
+    centres, turns = [], []
+    for g in scene.geoms:
+        centre, turn = pose(g.name, g.position, g.quaternion)
+        if g.body != WORLD:
+            k = scene.body_index(g.body)
+            b = scene.bodies[k]
+            centre0, turn0 = pose(b.name, b.position, b.quaternion)
+            offset, relative = matTvec(turn0, centre - centre0), matmul(transpose(turn0), turn)
+            body_turn = rot.map(lambda c: c[:, k])
+            centre = pos.map(lambda c: c[:, k]) + matvec(body_turn, offset)
+            turn = matmul(body_turn, relative)
+        centres.append(centre.map(lambda c: c + like))
+        turns.append(turn.map(lambda c: c + like))
+
+    def joined(comps, extra):
+        return type(comps)(*(pt.concatenate([c, pt.stack([e[i] for e in extra], axis=1)], axis=1)
+                             for i, c in enumerate(comps)))
+
+    return joined(pos, centres), joined(rot, turns)
+
+
 def _groups(scene: Scene, pos: Vec3, rot: Mat3, params: dict) -> list[tuple[Group, list[int]]]:
+    """Bodies and geoms by shape; pos and rot hold bodies', then geoms' poses."""
     def value(body, key, default):
         name = f"{body.name}.{key}"
         return params[name] if name in params else default
 
     out = []
+    items = scene.bodies + scene.geoms
     for shape in Shape:
-        index = [i for i, b in enumerate(scene.bodies) if b.shape is shape]
+        index = [i for i, b in enumerate(items) if b.shape is shape]
         if not index:
             continue
-        bodies = [scene.bodies[i] for i in index]
+        bodies = [items[i] for i in index]
         centre = pos.map(lambda c: pick(c, index))
         rotation = rot.map(lambda c: pick(c, index))
         radius = half = half_length = None
@@ -97,8 +133,19 @@ def _groups(scene: Scene, pos: Vec3, rot: Mat3, params: dict) -> list[tuple[Grou
 
 
 def body_colour(scene: Scene, index: int) -> tuple:
-    body = scene.bodies[index]
-    return body.color if body.color is not None else PALETTE[index % len(PALETTE)]
+    """The colour of body `index`, or of geom `index - N` (N bodies): its
+    own, else its body's, else the palette's."""
+    items = scene.bodies + scene.geoms
+    item = items[index]
+    if item.color is not None:
+        return item.color
+    if isinstance(item, Geom) and item.body != WORLD:
+        return body_colour(scene, scene.body_index(item.body))
+    return PALETTE[index % len(PALETTE)]
+
+
+def _texture(scene: Scene, index: int):
+    return scene.bodies[index].texture if index < len(scene.bodies) else None
 
 
 def _surfaces(scene: Scene, camera: Camera, pos: Vec3, rot: Mat3, params: dict, rays: Rays,
@@ -106,7 +153,7 @@ def _surfaces(scene: Scene, camera: Camera, pos: Vec3, rot: Mat3, params: dict, 
     out = []
     for group, index in _groups(scene, pos, rot, params):
         app = Appearance([body_colour(scene, i) for i in index],
-                         [scene.bodies[i].texture for i in index])
+                         [_texture(scene, i) for i in index])
         found = SHAPE_HITS[group.shape](group, rays, app, camera, soft)
         out.append(replace(found, count=len(index)))
     points, normals, app = static_planes(scene, camera, params)
@@ -170,6 +217,7 @@ def _render(scene: Scene, camera: Camera, pos: Vec3, rot: Mat3, params: dict | N
     rays = rays_of(camera)
     soft = camera.soft_edge > 0
     params = dict(params or {})
+    pos, rot = _with_geoms(scene, pos, rot, params)
     surfaces = _surfaces(scene, camera, pos, rot, params, rays, soft)
     like = pt.zeros_like(pos.x[:, 0])[:, None] + np.zeros((1, rays.count))        # (B, P)
     rgb = _composite(surfaces, like, camera)                                          # (B, P, 3)
@@ -197,9 +245,11 @@ def render(scene: Scene, camera: "Camera | str | None", positions, rotations,
     (B, N, 3) and `rotations` (B, N, 3, 3) (body to world), in scene order.
 
     params: {name: tensor} of any scene parameters; the renderer reads body
-    sizes (`<body>.radius`, `.size`, `.length`) and `ground.height`, each a
-    base shape or batched (B, ...), and takes the scene's values for the
-    rest."""
+    and geom sizes (`<name>.radius`, `.size`, `.length`), `ground.height`,
+    and the initial poses of geoms and their bodies (`<name>.position`,
+    `.quaternion`: where each geom sits on its body), each a base shape or
+    batched (B, ...), and takes the scene's values for the rest. Geoms are
+    drawn with their bodies, world geoms where they stand."""
     positions = pt.as_tensor_variable(positions)
     rotations = pt.as_tensor_variable(rotations)
     pos = Vec3(*(positions[..., i] for i in range(3)))

@@ -62,7 +62,9 @@ class Scene:
         """What a render graph holds besides the structure: the camera and
         how every surface looks (hashable)."""
         ground = None if self.ground is None else (self.ground.color, self.ground.texture)
-        return (camera, tuple((b.color, b.texture) for b in self.bodies), ground)
+        key = (camera, tuple((b.color, b.texture) for b in self.bodies), ground)
+        # Geoms' colours (keys of scenes without geoms are left as they were).
+        return key + (tuple(g.color for g in self.geoms),) if self.geoms else key
 
     def camera(self, name: str) -> Camera:
         """The camera called `name`; SceneError naming the closest one."""
