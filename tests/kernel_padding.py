@@ -37,14 +37,14 @@ import numpy as np
 from symphys.physics.algebra import EPS, Vec3
 from symphys.physics.contacts import POINTS
 from symphys.physics.joints import joint_frame
-from symphys.physics.kernels.layout import (BODY, CONTACT_ROWS, INF, ITEM_COLUMNS, JOINT,
+from symphys.physics.kernels.layout import (BODY, CONTACT_ROWS, GEOM, INF, ITEM_COLUMNS, JOINT,
                                             JOINT_ROWS, LIMITED, MOTOR, ROLLING_ROWS, STATE, WORLD,
                                             Bound, Item, RowColumn)
 from symphys.physics.model import principal_inertia
 from symphys.scene.elements import CONTACT_KINDS, GROUND, Shape
 from symphys.scene.scene import Scene
 
-NAMES = ("state", "body", "world", "joint", "motor", "action")
+NAMES = ("state", "body", "world", "joint", "motor", "geom", "action")
 TABLES = ("contacts", "joints", "drags", "servos", "torques", "joint_consts", "motor_consts",
           "rows", "articulated", "options")
 ITEM_TABLES = TABLES[:5]
@@ -82,7 +82,7 @@ def _transpose(m):
 
 def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dict:
     """`reference.numeric_inputs` (one world, Bp = B = 1) computed in NumPy:
-    {"state", "body", "world", "joint", "motor", "action"}; `params`
+    {"state", "body", "world", "joint", "motor", "geom", "action"}; `params`
     (unbatched values) override the scene's defaults."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in scene.parameters().items()}
     for k, v in (params or {}).items():
@@ -149,10 +149,28 @@ def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dic
     motor = np.zeros((1, len(scene.motors), MOTOR.width))
     for i, m in enumerate(scene.motors):
         motor[0, i] = [p.get(f"{m.name}.{key}", 0.0) for key in MOTOR.names]
+    geom = np.zeros((1, len(scene.geoms), GEOM.width))
+    for i, g in enumerate(scene.geoms):
+        get = lambda field: p[f"{g.name}.{field}"]  # noqa: E731
+        row = geom[0, i]
+        if g.shape in (Shape.SPHERE, Shape.CAPSULE):
+            row[GEOM.at("radius")] = get("radius")
+        if g.shape is Shape.BOX:
+            row[GEOM.half_size] = 0.5 * get("size")
+        if g.shape is Shape.CAPSULE:
+            row[GEOM.at("half_length")] = 0.5 * get("length")
+        for key in ("friction", "restitution") + (
+                ("rolling_friction",) if scene.has_rolling_friction else ()):
+            row[GEOM.at(key)] = get(key)
+        place, turn = get("position"), _quat_to_mat(get("quaternion"))
+        if g.body != "world":
+            pb, rb = rotations[g.body]
+            place, turn = _matTvec(rb, place - pb), _matmul(_transpose(rb), turn)
+        row[GEOM.position], row[GEOM.rotation] = place, turn
     m = len(scene.motors)
     act = np.zeros((1, m)) if action is None else np.asarray(action, float).reshape(1, m)
     return {"state": state, "body": body, "world": world, "joint": joint, "motor": motor,
-            "action": act}
+            "geom": geom, "action": act}
 
 
 # -- padding ---------------------------------------------------------------------
@@ -167,6 +185,7 @@ class Sizes(NamedTuple):
     servos: int
     torques: int
     rows: int
+    geoms: int = 0
 
 
 def generator_sizes(max_bodies: int) -> Sizes:
@@ -203,7 +222,7 @@ def scene_sizes(inputs: dict, tables) -> Sizes:
     return Sizes(bodies=inputs["state"].shape[1], joints=inputs["joint"].shape[1],
                  motors=inputs["motor"].shape[1], contacts=len(t["contacts"]),
                  drags=len(t["drags"]), servos=len(t["servos"]), torques=len(t["torques"]),
-                 rows=len(t["rows"]))
+                 rows=len(t["rows"]), geoms=inputs["geom"].shape[1])
 
 
 def _pad_axis(a: np.ndarray, axis: int, size: int, fill) -> np.ndarray:
@@ -225,7 +244,9 @@ _PAD_JOINT = np.zeros(JOINT.width)
 _PAD_JOINT[JOINT.frame_a] = _IDENTITY
 _PAD_JOINT[JOINT.frame_b] = _IDENTITY
 _PAD_ITEM = np.zeros(ITEM_COLUMNS, dtype=np.int64)
-_PAD_ITEM[[Item.A, Item.B, Item.ROW]] = -1
+_PAD_ITEM[[Item.A, Item.B, Item.ROW, Item.GA, Item.GB]] = -1
+_PAD_GEOM = np.zeros(GEOM.width)
+_PAD_GEOM[GEOM.rotation] = _IDENTITY
 _PAD_ROW = np.array([0, -1, int(Bound.FREE), -1], dtype=np.int64)
 assert [RowColumn.A, RowColumn.B, RowColumn.BOUND, RowColumn.REF] == [0, 1, 2, 3]
 
@@ -239,6 +260,7 @@ def pad(inputs: dict, tables, sizes: Sizes):
         "world": np.ascontiguousarray(inputs["world"]),
         "joint": _pad_axis(inputs["joint"], 1, sizes.joints, _PAD_JOINT),
         "motor": _pad_axis(inputs["motor"], 1, sizes.motors, 0.0),
+        "geom": _pad_axis(inputs["geom"], 1, sizes.geoms, _PAD_GEOM),
         "action": _pad_axis(inputs["action"], 1, sizes.motors, 0.0),
     }
     padded = {

@@ -25,7 +25,7 @@ H = 1e-6
 RTOL = 1e-6
 EPS = 1e-10         # where the pullback is probed beside x
 ONE_SIDED = 1e-3     # at a kink, the pullback matches a one-sided slope this well
-NAMES = ("state", "body", "world", "joint", "motor", "action")
+NAMES = ("state", "body", "world", "joint", "motor", "geom", "action")
 SHIPPED = ("ball", "arm", "hopper", "quadruped", "pendulum_camera", "spheres16")
 WORST: dict = {}     # (case, input) -> worst relative error (smooth directions)
 
@@ -131,7 +131,7 @@ def test_shipped_scenes(name):
         s[..., 0:3] += rng.normal(scale=0.01, size=s[..., 0:3].shape)
         s[..., 3:12] += rng.normal(scale=0.02, size=s[..., 3:12].shape)
         s[..., 12:18] += rng.normal(scale=1.0, size=s[..., 12:18].shape)
-        xs[5] = rng.normal(scale=1.0, size=xs[5].shape)
+        xs[6] = rng.normal(scale=1.0, size=xs[6].shape)
         total += check_case(f"{name}/perturbed{k}", xs, tables, 10 + k)
     assert total[0] >= total[2], total
 
@@ -151,15 +151,15 @@ def test_batched_shared_parameters():
     x = [base[k] for k in NAMES]
     state = np.concatenate([x[0], x[0]])
     state[1, :, 12:18] += rng.normal(size=state[1, :, 12:18].shape)
-    action = rng.normal(size=(2, x[5].shape[1]))
-    xb = [state, *x[1:5], action]
+    action = rng.normal(size=(2, x[6].shape[1]))
+    xb = [state, *x[1:6], action]
     tables = build_layout(scene).arrays()
     counts = check_case("arm/batched", xb, tables, 3)
     assert counts[2] == 0, counts
     # the batched pullback is the sum of the per-world pullbacks
     gs = [rng.normal(size=o.shape) for o in rn.rows(*xb, *tables)]
     whole = rg.rows_vjp(*xb, *tables, *gs)
-    parts = [rg.rows_vjp(state[w:w + 1], *x[1:5], action[w:w + 1], *tables,
+    parts = [rg.rows_vjp(state[w:w + 1], *x[1:6], action[w:w + 1], *tables,
                          *(g[w:w + 1] for g in gs)) for w in range(2)]
     for i in range(1, 5):
         np.testing.assert_allclose(whole[i], parts[0][i] + parts[1][i], rtol=1e-12,

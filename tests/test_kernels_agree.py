@@ -51,12 +51,13 @@ GRAD_TOL = 1e-8
 GRAD_FLOOR = 1e-6        # scale floor of an all-(near-)zero cotangent array
 EXAMPLES = 1000
 # which axis of each input the padding extends (None: not padded)
-PADDED_AXIS = {"state": 1, "body": 1, "world": None, "joint": 1, "motor": 1, "action": 1}
+PADDED_AXIS = {"state": 1, "body": 1, "world": None, "joint": 1, "motor": 1, "geom": 1,
+               "action": 1}
 
 
 # -- the two backends ------------------------------------------------------------
-def _jax_step(state, body, world, joint, motor, action, *tables):
-    v_free, rows, tau = rows_jax.rows(state, body, world, joint, motor, action, *tables)
+def _jax_step(state, body, world, joint, motor, geom, action, *tables):
+    v_free, rows, tau = rows_jax.rows(state, body, world, joint, motor, geom, action, *tables)
     v = solve_jax.solve(v_free, rows, tables[7], ITERATIONS)
     return solve_jax.integrate(state, v, v_free, tau, tables[9], RENORMALISE)
 

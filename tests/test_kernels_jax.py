@@ -32,7 +32,7 @@ from symphys.physics.kernels.solve_jax import integrate, solve  # noqa: E402
 
 SHIPPED = ["ball", "spheres16", "pendulum_camera", "arm", "hopper", "quadruped"]
 TOL = 1e-10
-INPUTS = ("state", "body", "world", "joint", "motor", "action")
+INPUTS = ("state", "body", "world", "joint", "motor", "geom", "action")
 
 
 SCENES = SHIPPED + list(FEATURES)
@@ -52,17 +52,19 @@ class Case:
     def ref(self, state, action):
         i = self.inputs
         return np.asarray(self.reference(state, i["body"], i["world"], i["joint"], i["motor"],
-                                         action))
+                                         i["geom"], action))
 
     def kernels(self, state, action, body=None):
         i = self.inputs
         return _step(jnp.asarray(state), i["body"] if body is None else body, i["world"],
-                     i["joint"], i["motor"], jnp.asarray(action), *self.layout.arrays(),
+                     i["joint"], i["motor"], i["geom"], jnp.asarray(action),
+                     *self.layout.arrays(),
                      iterations=self.iterations, renormalise=self.renormalise)
 
 
-def _step_impl(state, body, world, joint, motor, action, *tables, iterations, renormalise):
-    v_free, row_arr, tau = rows(state, body, world, joint, motor, action, *tables)
+def _step_impl(state, body, world, joint, motor, geom, action, *tables, iterations,
+               renormalise):
+    v_free, row_arr, tau = rows(state, body, world, joint, motor, geom, action, *tables)
     v = solve(v_free, row_arr, tables[7], iterations)
     return integrate(state, v, v_free, tau, tables[9], renormalise), v_free, row_arr, tau
 
@@ -237,7 +239,7 @@ def test_solve_without_sweeps_and_integrate(cases):
     """0 sweeps leave v_free; tau = 1 moves every body with v_free."""
     case = cases("hopper")
     _, state, action = perturbed(case)[1]
-    v_free, row_arr, _ = jax.jit(rows)(state, *(case.inputs[k] for k in INPUTS[1:5]), action,
+    v_free, row_arr, _ = jax.jit(rows)(state, *(case.inputs[k] for k in INPUTS[1:6]), action,
                               *case.layout.arrays())
     assert np.array_equal(np.asarray(solve(v_free, row_arr, case.layout.rows, 0)),
                           np.asarray(v_free))

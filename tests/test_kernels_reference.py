@@ -13,12 +13,12 @@ from symphys.physics.kernels.layout import Option, build_layout
 from symphys.physics.kernels.reference import numeric_inputs, reference_step_function
 
 SHIPPED = ["ball", "arm", "hopper", "quadruped", "pendulum_camera", "spheres16"]
-INPUTS = ("state", "body", "world", "joint", "motor", "action")
+INPUTS = ("state", "body", "world", "joint", "motor", "geom", "action")
 
 
 def kernel_step(x: dict, layout, g=None):
     """The next state from the three Numba kernels; with an output
-    cotangent g, also the six input cotangents from their pullbacks."""
+    cotangent g, also the seven input cotangents from their pullbacks."""
     tables = layout.arrays()
     iterations = int(layout.options[Option.ITERATIONS])
     renormalise = int(layout.options[Option.RENORMALISE])

@@ -17,6 +17,7 @@ import symphys as sp
 from symphys.compiler.backends import interpreted_mode
 from symphys.physics.joints import build_joint_arrays
 from symphys.physics.kernels.graph import pack_inputs, pack_state
+from symphys.physics.geoms import build_geoms
 from symphys.physics.kernels.packing import gather, packed_model
 from symphys.physics.model import build_model, zero_template
 
@@ -28,9 +29,9 @@ def _reference(scene, p):
     batched = {k for k, v in p.items() if v.ndim == len(scene.parameters()[k].shape) + 1}
     bodies, world, state = build_model(scene, p, batched)
     frames, motors = build_joint_arrays(scene, p)
-    body, world, joint, motor = pack_inputs(bodies, world, frames, motors, len(scene.joints),
-                                            len(scene.motors))
-    return body, world, joint, motor, pack_state(state)
+    packed = pack_inputs(bodies, world, frames, motors, len(scene.joints), len(scene.motors),
+                         build_geoms(scene, p, batched))
+    return (*packed, pack_state(state))
 
 
 def _values(scene, rng, batched: str):
@@ -68,10 +69,10 @@ def test_packed_model_is_the_reference_packing(name, scene, batched):
     new, ref = packed_model(scene, sym), _reference(scene, sym)
     # The state is broadcast against everything batched (as rollouts do).
     def with_full_state(outs):
-        arrays = [x[:, :1, :1] if x.ndim == 3 else x[:, :1, None] for x in outs[:4]]
-        sizes = [1, 1, len(scene.joints), len(scene.motors)]
+        arrays = [x[:, :1, :1] if x.ndim == 3 else x[:, :1, None] for x in outs[:5]]
+        sizes = [1, 1, len(scene.joints), len(scene.motors), len(scene.geoms)]
         template = zero_template([a for a, k in zip(arrays, sizes) if k])
-        return list(outs[:4]) + [outs[4] + template]
+        return list(outs[:5]) + [outs[5] + template]
 
     new, ref = with_full_state(new), with_full_state(ref)
     # A random linear functional of all outputs, differentiated w.r.t. every parameter.
@@ -92,7 +93,8 @@ def test_packed_model_is_the_reference_packing(name, scene, batched):
                            on_unused_input="ignore")
     got = fn(*[values[k] for k in names])
     n = len(new)
-    for label, a, b in zip(("body", "world", "joint", "motor", "state"), got[:n], got[n:2 * n]):
+    for label, a, b in zip(("body", "world", "joint", "motor", "geom", "state"), got[:n],
+                           got[n:2 * n]):
         b = np.broadcast_to(b, a.shape) if a.size else b
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13, err_msg=f"{name}: {label}")
     grads = got[2 * n:]

@@ -19,6 +19,7 @@ from pytensor.graph.basic import Variable
 from symphys.compiler import rewrites
 from symphys.errors import ParameterError
 from symphys.loop.timeloop import LoopOptions, Policy, StepInputs, time_loop
+from symphys.physics.geoms import build_geoms
 from symphys.physics.joints import build_joint_arrays
 from symphys.physics.kernels.graph import pack_state
 from symphys.physics.kernels.layout import UnsupportedByKernels, build_layout
@@ -180,10 +181,11 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
             per_world = flatten((frames, motors))[0]
             packed0 = None
         else:
-            body, world_arr, joint, motor, packed0 = packed_model(scene, p)
+            body, world_arr, joint, motor, geom, packed0 = packed_model(scene, p)
             # Every world's state has the full batch size (the step's carry has one shape).
             per_world = [body[:, 0], world_arr] + ([joint[:, :, 0]] if scene.joints else []) + (
-                [motor[:, :, 0]] if scene.motors else [])
+                [motor[:, :, 0]] if scene.motors else []) + (
+                [geom[:, :, 0]] if scene.geoms else [])
         if task is not None and pt.as_tensor_variable(task).ndim == 2:
             per_world.append(pt.as_tensor_variable(task))
         if controller is not None:
@@ -209,12 +211,13 @@ def rollout_states(scene: Scene, steps, params: dict | None = None, action=None,
             packed0 = pack_state(state0)
             leaves, structure = StepInputs(
                 bodies, world, frames, motors,
-                action if policy is None and scene.motors else None).flatten()
+                action if policy is None and scene.motors else None,
+                build_geoms(scene, p, batched)).flatten()
             seqs = time_loop(scene, state0.flat() + extra_state, leaves + policy_leaves, steps,
                              policy, options, structure=structure)[:STATE_SIZE]
             seq = pt.stack(seqs, axis=-1)
         else:
-            leaves = [body, world_arr, joint, motor]
+            leaves = [body, world_arr, joint, motor, geom]
             if policy is None:
                 leaves.append(action if scene.motors else pt.zeros((packed0.shape[0], 0)))
             seq = time_loop(scene, [packed0] + extra_state, leaves + policy_leaves, steps,

@@ -16,6 +16,7 @@ import pytensor.tensor as pt
 
 from symphys.loop.adjoint import LoopOptions, loop_with_adjoint
 from symphys.physics.contacts import contact_blocks
+from symphys.physics.geoms import GeomArrays
 from symphys.physics.joints import (JointFrames, MotorArrays, articulated_bodies, drag_blocks,
                                     joint_blocks, motor_blocks)
 from symphys.physics.kernels.graph import unpack_model, unpack_state
@@ -37,6 +38,7 @@ class StepInputs:
     frames: JointFrames | None = None
     motors: MotorArrays | None = None
     action: object = None
+    geoms: GeomArrays | None = None
 
     def flatten(self) -> tuple[list, Node]:
         """(leaves as tensors, structure) for `time_loop`."""
@@ -83,7 +85,7 @@ def _step_fn(scene: Scene, structure: Node, policy: Policy | None = None):
                 action = action + pt.zeros_like(time)
             extra = [time + scene.dt, *carry]
         model = StepModel(scene, bodies, world, blocks, frames=frames, motors=motors,
-                          action=action, **articulation)
+                          action=action, geoms=inputs.geoms, **articulation)
         return step(model, state).flat() + extra
 
     return run
@@ -91,7 +93,7 @@ def _step_fn(scene: Scene, structure: Node, policy: Policy | None = None):
 
 def _fused_step_fn(scene: Scene, layout, policy: Policy | None = None):
     """The step as the three stage kernels on the packed state (B, N, 18);
-    leaves: packed body, world, joint and motor arrays, then the action
+    leaves: packed body, world, joint, motor and geom arrays, then the action
     (B, M) or the policy's leaves."""
     # Imported here: the stage kernels bring Numba in (2 s), which graphs
     # without fused stages do not need.
@@ -99,7 +101,7 @@ def _fused_step_fn(scene: Scene, layout, policy: Policy | None = None):
 
     def run(state, leaves):
         packed = state[0]
-        body, world, joint, motor, *rest = leaves
+        body, world, joint, motor, geom, *rest = leaves
         extra = []
         if policy is None:
             action = rest[0]
@@ -112,7 +114,7 @@ def _fused_step_fn(scene: Scene, layout, policy: Policy | None = None):
             action, carry = policy.controller.apply(params, obs, carry, time)
             action = action + pt.zeros_like(time)
             extra = [time + scene.dt, *carry]
-        return [fused_step(packed, body, world, joint, motor, action, layout)] + extra
+        return [fused_step(packed, body, world, joint, motor, geom, action, layout)] + extra
 
     return run
 

@@ -16,11 +16,12 @@ import numpy as np
 import pytensor.tensor as pt
 
 from symphys.physics.algebra import Mat3, Vec3, columns, cross, dot, matvec, normalize
+from symphys.physics.geoms import OWN, GeomArrays, Side, geom_side, own_side
 from symphys.physics.model import BodyArrays, WorldArrays
 from symphys.physics.shapes import (BOX_BOX_POINTS, FAR, ball_box, box_axes, box_box, box_corner,
                                     box_edge, box_point, capsule_edge_exists, edge_owns_corner,
                                     segment_pair)
-from symphys.scene.elements import CONTACT_KINDS, GROUND, ContactKind
+from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, ContactKind
 from symphys.scene.scene import Scene
 
 STATIC = -1
@@ -28,12 +29,18 @@ STATIC = -1
 
 @dataclass(frozen=True)
 class ContactBlock:
-    """Contacts solved together: a kind, one of its points, body indices."""
+    """Contacts solved together: a kind, one of its points, the bodies of
+    each side (b: STATIC for the ground and the world's geoms) and the
+    geom each pair collides on that side (`geoms.OWN`: the body's own
+    shape, or the ground). A block's sides are each all own shapes or all
+    geoms."""
 
     kind: ContactKind
     point: int
     a: tuple[int, ...]
-    b: tuple[int, ...]   # STATIC for the ground
+    b: tuple[int, ...]
+    ga: tuple[int, ...]
+    gb: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -80,29 +87,45 @@ class Gather:
         return pt.inc_subtensor(x[:, np.asarray(self.index)], delta)
 
 
+def _collider(scene: Scene, name: str) -> tuple[int, int, object]:
+    """(body index or STATIC, geom index or OWN, shape or GROUND) of a
+    contact pair's name."""
+    if name == GROUND:
+        return STATIC, OWN, GROUND
+    bodies = scene.body_names
+    if name in bodies:
+        return bodies.index(name), OWN, scene.bodies[bodies.index(name)].shape
+    g = scene.geom_names.index(name)
+    geom = scene.geoms[g]
+    return (STATIC if geom.body == WORLD else bodies.index(geom.body)), g, geom.shape
+
+
 def contact_blocks(scene: Scene) -> list[ContactBlock]:
-    """Group the scene's contact pairs into independent blocks, in a fixed order."""
-    index = {b.name: i for i, b in enumerate(scene.bodies)}
-    shape = {b.name: b.shape for b in scene.bodies}
-    by_kind: dict[ContactKind, list[tuple[int, int]]] = {k: [] for k in ContactKind}
+    """Group the scene's contact pairs into independent blocks, in a fixed
+    order: by kind, then (without geoms, one group) whether each side is a
+    geom."""
+    groups: dict[tuple, list[tuple[int, int, int, int]]] = {}
     for pair in scene.contacts:
-        kb = GROUND if pair.b == GROUND else shape[pair.b]
-        kind = CONTACT_KINDS[(shape[pair.a], kb)]
-        by_kind[kind].append((index[pair.a], STATIC if pair.b == GROUND else index[pair.b]))
+        a, ga, shape_a = _collider(scene, pair.a)
+        b, gb, shape_b = _collider(scene, pair.b)
+        key = (CONTACT_KINDS[(shape_a, shape_b)], ga != OWN, gb != OWN)
+        groups.setdefault(key, []).append((a, b, ga, gb))
+    order = {kind: i for i, kind in enumerate(ContactKind)}
     blocks = []
-    for kind, pairs in by_kind.items():
+    for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2])):
+        kind, pairs = key[0], groups[key]
         for point in range(POINTS[kind]):
             remaining = list(pairs)
             while remaining:
                 used, block, rest = set(), [], []
-                for a, b in remaining:
+                for pair in remaining:
+                    a, b = pair[:2]
                     if a in used or (b != STATIC and b in used):
-                        rest.append((a, b))
+                        rest.append(pair)
                         continue
                     used.update({a, b} - {STATIC})
-                    block.append((a, b))
-                blocks.append(ContactBlock(kind, point, tuple(a for a, _ in block),
-                                           tuple(b for _, b in block)))
+                    block.append(pair)
+                blocks.append(ContactBlock(kind, point, *(tuple(x) for x in zip(*block))))
                 remaining = rest
     return blocks
 
@@ -124,16 +147,15 @@ class ContactGeometry:
     rolling_friction: object = None   # mu_roll (m), None: no rolling rows
 
 
-def _combine(block: ContactBlock, bodies: BodyArrays, world: WorldArrays, ga, gb):
+def _combine(a: Side, b: Side | None, world: WorldArrays):
     """Combined friction sqrt(mu_a mu_b) and restitution max(e_a, e_b)."""
-    mu_a, e_a = ga.take(bodies.friction), ga.take(bodies.restitution)
-    if gb is None:
+    if b is None:
         mu_b, e_b = world.ground_friction, world.ground_restitution
     else:
-        mu_b, e_b = gb.take(bodies.friction), gb.take(bodies.restitution)
-    prod = mu_a * mu_b
+        mu_b, e_b = b.friction, b.restitution
+    prod = a.friction * mu_b
     safe = pt.switch(prod > 0, prod, 1.0)
-    return pt.switch(prod > 0, pt.sqrt(safe), 0.0), pt.maximum(e_a, e_b)
+    return pt.switch(prod > 0, pt.sqrt(safe), 0.0), pt.maximum(a.restitution, e_b)
 
 
 def _z_axis(rot: Mat3) -> Vec3:
@@ -142,38 +164,62 @@ def _z_axis(rot: Mat3) -> Vec3:
 
 def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
                      position: Vec3, rotation: Mat3, n_bodies: int,
-                     shared: dict | None = None) -> ContactGeometry:
+                     shared: dict | None = None, geoms: GeomArrays | None = None
+                     ) -> ContactGeometry:
     """Gap, normal, lever arms and materials of one block's contacts at the
     current pose (with the combined rolling friction when the scene has it).
     shared: one dict for all blocks of a step, where the blocks of one set
-    of pairs keep what their points share (a box pair's separating axes)."""
-    geom = _shape_geometry(block, bodies, world, position, rotation, n_bodies,
-                           {} if shared is None else shared)
+    of pairs keep what their points share (a box pair's separating axes);
+    geoms: the scene's geoms (None: it has none)."""
+    a = _side(block.a, block.ga, bodies, geoms, position, rotation, n_bodies)
+    b = (None if block.gb[0] == OWN and block.b[0] == STATIC
+         else _side(block.b, block.gb, bodies, geoms, position, rotation, n_bodies))
+    mu, e = _combine(a, b, world)
+    pair = _Pair(block, world, a, b, mu, e, {} if shared is None else shared)
+    geom = COLLIDERS[block.kind][0](pair)
+    # Lever arms from the bodies' centres; none on a static side.
+    if a.offset is not None:
+        geom = replace(geom, ra=geom.ra + a.offset)
+    if b is not None and block.b[0] == STATIC:
+        geom = replace(geom, rb=None)
+    elif b is not None and b.offset is not None:
+        geom = replace(geom, rb=geom.rb + b.offset)
     if bodies.rolling_friction is None:
         return geom
-    roll_a = Gather(block.a, n_bodies).take(bodies.rolling_friction)
-    roll_b = (world.ground_rolling_friction if block.b[0] == STATIC
-              else Gather(block.b, n_bodies).take(bodies.rolling_friction))
-    return replace(geom, rolling_friction=pt.maximum(roll_a, roll_b))
+    roll_b = world.ground_rolling_friction if b is None else b.rolling_friction
+    return replace(geom, rolling_friction=pt.maximum(a.rolling_friction, roll_b))
+
+
+def _side(body: tuple[int, ...], geom: tuple[int, ...], bodies: BodyArrays,
+          geoms: GeomArrays | None, position: Vec3, rotation: Mat3, n_bodies: int) -> Side:
+    if geom[0] == OWN:
+        return own_side(Gather(body, n_bodies).take, bodies, position, rotation)
+    take_body = None if body[0] == STATIC else Gather(body, n_bodies).take
+    return geom_side(Gather(geom, len(geoms.body)).take, take_body, geoms, position, rotation)
 
 
 @dataclass(frozen=True)
 class _Pair:
-    """One block's bodies at the current pose, for a collision function:
-    a's centres, b's (None against the ground), the pickers, materials, and
-    what the step's blocks share (`contact_geometry`)."""
+    """One block's two sides at the current pose, for a collision function
+    (b None against the ground), materials, and what the step's blocks
+    share (`contact_geometry`). Lever arms it returns run from each side's
+    shape centre."""
 
     block: ContactBlock
-    bodies: BodyArrays
     world: WorldArrays
-    rotation: Mat3
-    ga: Gather
-    gb: Gather | None
-    xa: Vec3
-    xb: Vec3 | None
+    a: Side
+    b: Side | None
     mu: object
     e: object
     shared: dict
+
+    @property
+    def xa(self) -> Vec3:
+        return self.a.x
+
+    @property
+    def xb(self) -> Vec3 | None:
+        return None if self.b is None else self.b.x
 
     @property
     def up(self) -> Vec3:
@@ -199,51 +245,51 @@ class _Pair:
 
 
 def _sphere_ground(p: _Pair) -> ContactGeometry:
-    r = p.ga.take(p.bodies.radius)
+    r = p.a.radius
     return p.ground_contact(Vec3(0.0 * r, 0.0 * r, -r))
 
 
 def _box_ground(p: _Pair) -> ContactGeometry:
     signs = box_corner(p.block.point)
-    h = p.bodies.half_size.map(p.ga.take)
+    h = p.a.half_size
     local = Vec3(signs[0] * h.x, signs[1] * h.y, signs[2] * h.z)
-    return p.ground_contact(matvec(p.rotation.map(p.ga.take), local))
+    return p.ground_contact(matvec(p.a.rotation, local))
 
 
 def _capsule_ground(p: _Pair) -> ContactGeometry:
     sign = -1.0 if p.block.point == 0 else 1.0
-    r, hl = p.ga.take(p.bodies.radius), p.ga.take(p.bodies.half_length)
-    end = _z_axis(p.rotation.map(p.ga.take)).scale(sign * hl)
+    r, hl = p.a.radius, p.a.half_length
+    end = _z_axis(p.a.rotation).scale(sign * hl)
     return p.ground_contact(Vec3(end.x, end.y, end.z - r))
 
 
 def _sphere_sphere(p: _Pair) -> ContactGeometry:
-    return p.round_contact(p.xa, p.ga.take(p.bodies.radius), p.gb.take(p.bodies.radius))
+    return p.round_contact(p.xa, p.a.radius, p.b.radius)
 
 
 def _capsule_sphere(p: _Pair) -> ContactGeometry:
-    hl = p.ga.take(p.bodies.half_length)
-    axis = _z_axis(p.rotation.map(p.ga.take))
+    hl = p.a.half_length
+    axis = _z_axis(p.a.rotation)
     start = p.xa - axis.scale(hl)
     t = pt.clip(dot(p.xb - start, axis), 0.0, 2.0 * hl)
-    return p.round_contact(start + axis.scale(t), p.ga.take(p.bodies.radius),
-                           p.gb.take(p.bodies.radius))
+    return p.round_contact(start + axis.scale(t), p.a.radius,
+                           p.b.radius)
 
 
 def _capsule_capsule(p: _Pair) -> ContactGeometry:
     """The closest points of the two axis segments."""
-    ua, ub = _z_axis(p.rotation.map(p.ga.take)), _z_axis(p.rotation.map(p.gb.take))
-    near_a, near_b = segment_pair(p.xa, ua, p.ga.take(p.bodies.half_length),
-                                  p.xb, ub, p.gb.take(p.bodies.half_length))
-    return p.round_contact(near_a, p.ga.take(p.bodies.radius), p.gb.take(p.bodies.radius),
+    ua, ub = _z_axis(p.a.rotation), _z_axis(p.b.rotation)
+    near_a, near_b = segment_pair(p.xa, ua, p.a.half_length,
+                                  p.xb, ub, p.b.half_length)
+    return p.round_contact(near_a, p.a.radius, p.b.radius,
                            nearest_b=near_b)
 
 
 def _sphere_box(p: _Pair) -> ContactGeometry:
     """a = sphere, b = box."""
-    r = p.ga.take(p.bodies.radius)
-    gap, n = ball_box(p.xa, r, p.xb, p.rotation.map(p.gb.take),
-                      p.bodies.half_size.map(p.gb.take))
+    r = p.a.radius
+    gap, n = ball_box(p.xa, r, p.xb, p.b.rotation,
+                      p.b.half_size)
     # Lever arms to the sphere's surface point and the box's (see round_contact).
     return ContactGeometry(gap, n, n.scale(-r), p.xa - n.scale(r + gap) - p.xb, p.mu, p.e)
 
@@ -255,9 +301,9 @@ def _capsule_box(p: _Pair) -> ContactGeometry:
     across an edge or a face with both ends beyond it, and a box's corner
     against the capsule's side; an edge point that an end ball or another
     edge already gives is held at `FAR` (`shapes.capsule_edge_exists`)."""
-    r, hla = p.ga.take(p.bodies.radius), p.ga.take(p.bodies.half_length)
-    ua = _z_axis(p.rotation.map(p.ga.take))
-    rot_b, h = p.rotation.map(p.gb.take), p.bodies.half_size.map(p.gb.take)
+    r, hla = p.a.radius, p.a.half_length
+    ua = _z_axis(p.a.rotation)
+    rot_b, h = p.b.rotation, p.b.half_size
     if p.block.point < 2:
         centre = p.xa + ua.scale((-1.0 if p.block.point == 0 else 1.0) * hla)
         gap, n = ball_box(centre, r, p.xb, rot_b, h)
@@ -279,11 +325,10 @@ def _capsule_box(p: _Pair) -> ContactGeometry:
 def _box_box(p: _Pair) -> ContactGeometry:
     """Two boxes: candidate point `p.block.point` of `shapes.box_box`. The
     blocks of one set of pairs share their separating axes (`shared`)."""
-    key = (p.block.kind, p.block.a, p.block.b)
+    key = (p.block.kind, p.block.a, p.block.b, p.block.ga, p.block.gb)
     if key not in p.shared:
-        p.shared[key] = box_axes(p.xa, p.rotation.map(p.ga.take),
-                                 p.bodies.half_size.map(p.ga.take), p.xb,
-                                 p.rotation.map(p.gb.take), p.bodies.half_size.map(p.gb.take))
+        p.shared[key] = box_axes(p.xa, p.a.rotation, p.a.half_size, p.xb, p.b.rotation,
+                                 p.b.half_size)
     gap, n, ra, rb = box_box(p.block.point, p.xa, p.xb, p.shared[key])
     return ContactGeometry(gap, n, ra, rb, p.mu, p.e)
 
@@ -302,17 +347,6 @@ COLLIDERS = {
 }
 # Number of contact points each kind generates per pair.
 POINTS = {kind: points for kind, (_, points) in COLLIDERS.items()}
-
-
-def _shape_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays,
-                    position: Vec3, rotation: Mat3, n_bodies: int,
-                    shared: dict) -> ContactGeometry:
-    ga = Gather(block.a, n_bodies)
-    gb = None if block.b[0] == STATIC else Gather(block.b, n_bodies)
-    mu, e = _combine(block, bodies, world, ga, gb)
-    pair = _Pair(block, bodies, world, rotation, ga, gb, position.map(ga.take),
-                 None if gb is None else position.map(gb.take), mu, e, shared)
-    return COLLIDERS[block.kind][0](pair)
 
 
 def lever(r: Vec3, n: Vec3) -> Vec3:

@@ -30,6 +30,7 @@ import pytensor.tensor as pt
 
 from symphys.physics.algebra import Vec3, safe_div, safe_norm, tangent_basis
 from symphys.physics.contacts import STATIC, ContactBlock, ContactGeometry, Gather
+from symphys.physics.geoms import OWN
 from symphys.physics.model import WorldArrays
 from symphys.physics.solver import Mobility, RowKind, _point_row
 from symphys.scene.elements import ContactModel, SolverOptions
@@ -60,7 +61,8 @@ def apply_contact(block: ContactBlock, geom: ContactGeometry, mob: Mobility, V, 
     normal = _point_row(RowKind.NORMAL, geom.normal, geom.ra, geom.rb, ga, gb, mob, 0.0)
     force = normal_force(-geom.gap, normal.velocity(V_start), world.contact_stiffness,
                          world.contact_damping, options)
-    if gb is None:
+    if gb is None and block.gb[0] == OWN:
+        # the ground: its normal is z, its tangents x and y
         one, zero = pt.constant(1.0), pt.constant(0.0)
         tangents = (Vec3(one, zero, zero), Vec3(zero, one, zero))
     else:

@@ -23,6 +23,7 @@ import pytensor.tensor as pt
 from symphys.loop.adjoint import close_over, loop_with_adjoint
 from symphys.physics.algebra import Mat3, Vec3, cross, safe_div, tangent_basis
 from symphys.physics.contacts import STATIC, ContactBlock, ContactGeometry, Gather
+from symphys.physics.geoms import OWN
 from symphys.physics.model import BodyArrays
 from symphys.scene.elements import FrictionModel, SolverOptions
 
@@ -332,7 +333,7 @@ def contact_rows(pre: Approach, body_tau, mob: Mobility, options: SolverOptions,
     m_soft = pre.normal.m_eff if _is_zero(gamma) else safe_div(1.0, 1.0 / pre.normal.m_eff
                                                                  + gamma)
     normal = replace(pre.normal, m_soft=m_soft, gamma=gamma, target=target)
-    if block.b[0] == STATIC:
+    if block.b[0] == STATIC and block.gb[0] == OWN:
         # Ground contacts: the normal is the constant z axis; tangents are x, y.
         zero = pt.constant(0.0)
         one = pt.constant(1.0)

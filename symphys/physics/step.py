@@ -23,6 +23,7 @@ import pytensor.tensor as pt
 
 from symphys.physics.algebra import Vec3, cross, matTvec, matvec, renormalise, rotate_by
 from symphys.physics.contacts import STATIC, ContactBlock, Gather, contact_geometry
+from symphys.physics.geoms import GeomArrays
 from symphys.physics.drives import drag_rows, motor_rows
 from symphys.physics.joints import JointBlock, JointFrames, MotorArrays, MotorBlock, joint_rows
 from symphys.physics.model import BodyArrays, State, WorldArrays
@@ -50,6 +51,7 @@ class StepModel:
     action: object = None
     articulated: tuple[int, ...] = ()   # bodies held by joints
     drag_blocks: tuple[JointBlock, ...] = ()   # hinges and sliders with bearing losses
+    geoms: GeomArrays | None = None           # the scene's geoms (None: none)
 
     @property
     def n_bodies(self) -> int:
@@ -142,7 +144,7 @@ def step(model: StepModel, state: State) -> State:
         rows, V = articulation_rows(model, state, mob, velocity_matrix(v, w))
         shared: dict = {}
         geometry = [contact_geometry(block, model.bodies, model.world, state.position,
-                                     state.rotation, model.n_bodies, shared)
+                                     state.rotation, model.n_bodies, shared, model.geoms)
                     for block in model.blocks]
         if options.penalty:
             # Spring-dampers: impulses now, no contact rows (symphys.physics.penalty).

@@ -10,16 +10,18 @@ from __future__ import annotations
 import math
 
 from symphys.physics.kernels import contacts_numba as cn
+from symphys.physics.kernels import geoms_numba as geo
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.contact_geometry_numba_grad import geometry_vjp, tangent_basis_vjp
+from symphys.physics.kernels.contact_geometry_numba_grad import tangent_basis_vjp
+from symphys.physics.kernels.geoms_numba_grad import side_geometry_vjp
 from symphys.physics.kernels.geometry_numba_grad import angular_row_vjp, clip_vjp, point_row_vjp
 from symphys.physics.kernels.joints_numba import point_row
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, FREQUENCY, FRICTION, G_FRICTION,
                                                 G_RESTITUTION, G_ROLL, GAMMA, HEIGHT, I_A, I_B,
-                                                I_KIND, I_ROW, I_SUB, MASS, MU, O_DT, O_ROLLING,
-                                                O_SOFT, O_THRESHOLD, RESTITUTION, ROLL, ROW_WIDTH,
-                                                TARGET, normal_target)
+                                                I_GA, I_GB, I_KIND, I_ROW, I_SUB, MASS, MU, O_DT,
+                                                O_ROLLING, O_SOFT, O_THRESHOLD, RESTITUTION, ROLL,
+                                                ROW_WIDTH, TARGET, normal_target, restitutions)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")
@@ -56,8 +58,8 @@ def softness_vjp(m, frequency, damping, dt, g_gamma, g_beta):
 
 
 @leaf
-def _normal_vjp(c, a, b, r0, gap, v0, t, reaches, m_eff, tau, world, body, options, g_rows,
-                g_tau, g_world, g_body):
+def _normal_vjp(c, a, b, ga, gb, r0, gap, v0, t, reaches, m_eff, tau, world, body, geom,
+                options, g_rows, g_tau, g_world, g_body, g_geom):
     """Reverse of the second contact pass for contact c (target, soft mass,
     gamma): (g_gap, g_v0, g_t, g_m_eff); tau's cotangent goes to g_tau."""
     dt = options[O_DT]
@@ -65,7 +67,8 @@ def _normal_vjp(c, a, b, r0, gap, v0, t, reaches, m_eff, tau, world, body, optio
     u0 = options[O_THRESHOLD]
     penetrating = gap < 0
     (gamma, beta, tb, rest, restd, closing, separation, ramp, e_a, e_o, e, bounce, hits,
-     _) = normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, body, options)
+     _) = normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world,
+                        *restitutions(a, b, ga, gb, body, geom, world), options)
     tau_b = tau[tb]
     g_target, g_mass = g_rows[r0, TARGET], g_rows[r0, MASS]
     g_sep, g_bounce = g_target, 0.0
@@ -85,11 +88,11 @@ def _normal_vjp(c, a, b, r0, gap, v0, t, reaches, m_eff, tau, world, body, optio
     g_ramp = -e * v0 * g_bounce
     g_v0 = -e * ramp * g_bounce
     if not e_o > e_a:
-        g_body[a, RESTITUTION] += g_e
-    elif b < 0:
+        geo.side_add(a, ga, RESTITUTION, g_e, g_body, g_geom)
+    elif b < 0 and gb < 0:
         g_world[G_RESTITUTION] += g_e
     else:
-        g_body[b, RESTITUTION] += g_e
+        geo.side_add(b, gb, RESTITUTION, g_e, g_body, g_geom)
     if u0 > 0:
         g_x, _, _ = clip_vjp((-v0 - u0) / u0, 0.0, 1.0, g_ramp)
         g_v0 -= g_x / u0
@@ -117,11 +120,12 @@ def _normal_vjp(c, a, b, r0, gap, v0, t, reaches, m_eff, tau, world, body, optio
 
 
 @leaf
-def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_rows, g_tau_w,
-                g_vel, g_s, g_body, g_world, g_inv_i, row, grow, tape, per_body, winner):
+def contact_vjp(s, body, geom, world, options, contacts, articulated, inv_i, vel, g_rows,
+                g_tau_w, g_vel, g_s, g_body, g_geom, g_world, g_inv_i, row, grow, tape, per_body,
+                winner, cs, cb, gcs, gcb):
     """Pullback of `rows_numba.contact_rows`; the approach velocities'
     cotangents go to g_vel. Scratch: tape (C, 9), per_body (N, 3), winner
-    (N,) int64."""
+    (N,) int64, a contact's sides cs, gcs (2, 18), cb, gcb (2, BODY.width)."""
     n_c, n = contacts.shape[0], s.shape[0]
     dt = options[O_DT]
     height = world[HEIGHT]
@@ -133,7 +137,8 @@ def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_ro
     winner[:] = -1
     for c in range(n_c):      # the first pass, taped
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
-        gap, nrm, ra, rb = cn.geometry(kind, contacts[c, I_SUB], a, b, s, body, height)
+        gap, nrm, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, contacts[c, I_GA],
+                                             contacts[c, I_GB], s, body, geom, height, cs, cb)
         row[:] = 0.0
         m0s[c] = point_row(row, nrm, ra, rb, a, b, body, inv_i)
         v0 = 0.0
@@ -156,29 +161,36 @@ def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_ro
         g_tau[i] = g_tau_w[i]
     for c in range(n_c):      # the second pass, reversed
         g_gap[c], g_v0[c], g_t[c], g_m0[c] = _normal_vjp(
-            c, contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW], gaps[c], v0s[c], ts[c],
-            reach[c] > 0, m0s[c], tau, world, body, options, g_rows, g_tau, g_world, g_body)
+            c, contacts[c, I_A], contacts[c, I_B], contacts[c, I_GA], contacts[c, I_GB],
+            contacts[c, I_ROW], gaps[c], v0s[c], ts[c], reach[c] > 0, m0s[c], tau, world, body,
+            geom, options, g_rows, g_tau, g_world, g_body, g_geom)
     for i in range(n):        # tau = 1 - late, late = max(late, 1 - t)
         if n_c > 0 and not articulated[i] > 0 and winner[i] >= 0:
             g_t[winner[i]] += g_tau[i]
     rolling = options[O_ROLLING] > 0
     for c in range(n_c - 1, -1, -1):
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
-        gap, nrm, ra, rb = cn.geometry(kind, contacts[c, I_SUB], a, b, s, body, height)
+        ga, gb = contacts[c, I_GA], contacts[c, I_GB]
+        gap, nrm, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, ga, gb, s, body,
+                                             geom, height, cs, cb)
         gg, gv0 = g_gap[c], g_v0[c]
         if reach[c] > 0:
             approach = -v0s[c] * dt
             gg += g_t[c] / approach
             gv0 += dt * g_t[c] * gap / (approach * approach)
         # friction and rolling rows
-        if b < 0:
+        ground = b < 0 and gb < 0
+        f_a, r_a = (geo.side_value(a, ga, FRICTION, body, geom),
+                    geo.side_value(a, ga, ROLL, body, geom))
+        if ground:
             t1, t2 = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)
             f_o, r_o = world[G_FRICTION], world[G_ROLL]
         else:
             t1, t2 = cn.tangent_basis(nrm)
-            f_o, r_o = body[b, FRICTION], body[b, ROLL]
+            f_o, r_o = (geo.side_value(b, gb, FRICTION, body, geom),
+                        geo.side_value(b, gb, ROLL, body, geom))
         g_mu = g_rows[r0 + 1, MU] + g_rows[r0 + 2, MU]
-        g_fa, g_fo = _combine_vjp(body[a, FRICTION], f_o, g_mu)
+        g_fa, g_fo = _combine_vjp(f_a, f_o, g_mu)
         g_ra, g_rb = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
         g_t1, g_t2 = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
         for k in range(1, 3):
@@ -197,19 +209,19 @@ def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_ro
                                                 inv_i, g_inv_i))
             g_t2 = vn.add(g_t2, angular_row_vjp(g_rows[r0 + 4], g_rows[r0 + 4, MASS], t2, a, b,
                                                 inv_i, g_inv_i))
-        roll_o = r_o > body[a, ROLL]
-        g_body[a, FRICTION] += g_fa
+        roll_o = r_o > r_a
+        geo.side_add(a, ga, FRICTION, g_fa, g_body, g_geom)
         if not roll_o:
-            g_body[a, ROLL] += g_roll
-        if b < 0:
+            geo.side_add(a, ga, ROLL, g_roll, g_body, g_geom)
+        if ground:
             g_world[G_FRICTION] += g_fo
             if roll_o:
                 g_world[G_ROLL] += g_roll
             g_n = (0.0, 0.0, 0.0)
         else:
-            g_body[b, FRICTION] += g_fo
+            geo.side_add(b, gb, FRICTION, g_fo, g_body, g_geom)
             if roll_o:
-                g_body[b, ROLL] += g_roll
+                geo.side_add(b, gb, ROLL, g_roll, g_body, g_geom)
             g_n = tangent_basis_vjp(nrm, g_t1, g_t2)
         # the normal row, read by v0
         row[:] = 0.0
@@ -227,5 +239,6 @@ def contact_vjp(s, body, world, options, contacts, articulated, inv_i, vel, g_ro
                                             g_body, g_inv_i)
         g_n = vn.add(g_n, g_d)
         g_ra, g_rb = vn.add(g_ra, g_ra_k), vn.add(g_rb, g_rb_k)
-        g_world[HEIGHT] += geometry_vjp(kind, contacts[c, I_SUB], a, b, s, body, gg, g_n, g_ra,
-                                        g_rb, g_s, g_body)
+        g_world[HEIGHT] += side_geometry_vjp(kind, contacts[c, I_SUB], a, b, ga, gb, s, body,
+                                             geom, gg, g_n, g_ra, g_rb, g_s, g_body, g_geom, cs,
+                                             cb, gcs, gcb)

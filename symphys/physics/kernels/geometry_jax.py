@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from symphys.physics.contacts import ContactKind
-from symphys.physics.kernels.layout import BODY, CONTACT_CODES, JOINT, WORLD
+from symphys.physics.kernels.layout import BODY, CONTACT_CODES, GEOM, JOINT, WORLD
 from symphys.physics.kernels.shapes_jax import (ball_box, box_box, capsule_box, corner_signs,
                                                 segments)
 from symphys.physics.kernels.vec_jax import (clip, cross, dot, matmul, matvec, maximum, normalize,
@@ -40,17 +40,41 @@ def row_parts(lin, ang_a, ang_b, two_sided, inv_m_a, inv_i_a, inv_m_b, inv_i_b):
 _K = {kind: CONTACT_CODES[kind] for kind in ContactKind}
 
 
-def contact_geometry(kind, point, a, b, x, rot, body, world):
+def _side(i, g, x, rot, body, geom):
+    """A contact side per item (K,): body i's own shape (g < 0) or geom g on
+    body i (i < 0: the world's) (`symphys.physics.geoms`): its centre (K, 3),
+    rotation (K, 3, 3), row in BODY's columns (K, BODY.width), and its
+    offset from the body's centre (K, 3) (0 on own shapes and static sides)."""
+    moving = i >= 0
+    ii = jnp.where(moving, i, 0)
+    x_own, rot_own, row = x[ii], rot[ii], body[ii]
+    if geom.shape[0] == 0:
+        return x_own, rot_own, row, jnp.zeros_like(x_own)
+    is_geom = g >= 0
+    gg = jnp.where(is_geom, g, 0)
+    base_x = jnp.where(moving[:, None], x_own, 0.0)
+    base_rot = jnp.where(moving[:, None, None], rot_own, jnp.eye(3))
+    place = base_x + matvec(base_rot, geom[gg, GEOM.position])
+    turn = matmul(base_rot, geom[gg, GEOM.rotation].reshape(-1, 3, 3))
+    offset = jnp.where((is_geom & moving)[:, None], place - x_own, 0.0)
+    return (jnp.where(is_geom[:, None], place, x_own),
+            jnp.where(is_geom[:, None, None], turn, rot_own),
+            jnp.where(is_geom[:, None], geom[gg, :BODY.width], row), offset)
+
+
+def contact_geometry(kind, point, a, b, ga, gb, x, rot, body, geom, world):
     """Per contact item (K,): gap (K,), normal, ra, rb (K, 3) (rb 0 for a
     static partner), friction, restitution, rolling friction (K,), every
-    kind computed and the item's selected. b < 0: the ground."""
-    static = b < 0
-    bi = jnp.where(static, 0, b)
-    xa, xb, ra_rot, rb_rot = x[a], x[bi], rot[a], rot[bi]
-    col = lambda name: body[:, BODY.at(name)]
-    r_a, r_b = col("radius")[a], col("radius")[bi]
-    hl_a = col("half_length")[a]
-    h_a, h_b = body[a, BODY.half_size], body[bi, BODY.half_size]
+    kind computed and the item's selected. b < 0: the ground, or a geom of
+    the world (gb >= 0); ga, gb: each side's geom (-1: the body's own shape)."""
+    on_ground = (b < 0) & (gb < 0)
+    xa, ra_rot, row_a, off_a = _side(a, ga, x, rot, body, geom)
+    xb, rb_rot, row_b, off_b = _side(b, gb, x, rot, body, geom)
+    col_a = lambda name: row_a[:, BODY.at(name)]       # noqa: E731
+    col_b = lambda name: row_b[:, BODY.at(name)]       # noqa: E731
+    r_a, r_b = col_a("radius"), col_b("radius")
+    hl_a = col_a("half_length")
+    h_a, h_b = row_a[:, BODY.half_size], row_b[:, BODY.half_size]
     ground = world[WORLD.at("ground_height")]
     up = unit(2, xa)
     zeros = jnp.zeros_like(xa)
@@ -78,7 +102,7 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
     cs = round_pair(start + scale(axis_a, t), r_a, r_b)
     # capsule-capsule: the axis segments' closest points (`contacts_numba.segments`)
     axis_b = rb_rot[..., :, 2]
-    gap_cc, n_cc, pa_cc, pb_cc = segments(xa, axis_a, hl_a, xb, axis_b, col("half_length")[bi],
+    gap_cc, n_cc, pa_cc, pb_cc = segments(xa, axis_a, hl_a, xb, axis_b, col_b("half_length"),
                                           r_a, r_b)
     cc = (gap_cc, n_cc, pa_cc - xa, pb_cc - xb)
     # sphere (a) - box (b)
@@ -103,17 +127,19 @@ def contact_geometry(kind, point, a, b, x, rot, body, world):
         out = [jnp.where(sel if o.ndim == 1 else sel[:, None], p, o)
                for o, p in zip(out, parts)]
     gap, n, ra, rb = out
+    ra = ra + off_a
+    rb = jnp.where((b >= 0)[:, None], rb + off_b, 0.0)
 
     # materials: friction sqrt(mu_a mu_b), restitution max, rolling max
     def other(name, ground_name):
-        return jnp.where(static, world[WORLD.at(ground_name)], col(name)[bi])
+        return jnp.where(on_ground, world[WORLD.at(ground_name)], col_b(name))
 
-    prod = col("friction")[a] * other("friction", "ground_friction")
+    prod = col_a("friction") * other("friction", "ground_friction")
     ok = prod > 0
     mu = jnp.where(ok, jnp.sqrt(jnp.where(ok, prod, 1.0)), 0.0)
-    e = maximum(col("restitution")[a], other("restitution", "ground_restitution"))
-    roll = maximum(col("rolling_friction")[a],
-                       other("rolling_friction", "ground_rolling_friction"))
+    e = maximum(col_a("restitution"), other("restitution", "ground_restitution"))
+    roll = maximum(col_a("rolling_friction"),
+                   other("rolling_friction", "ground_rolling_friction"))
     return gap, n, ra, rb, mu, e, roll
 
 

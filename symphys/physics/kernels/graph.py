@@ -11,11 +11,14 @@ anchors) stays the reference's graph, so gradients reach every name.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytensor.tensor as pt
 
 from symphys.physics.algebra import Mat3, Vec3
 from symphys.physics.joints import JointFrames, MotorArrays
-from symphys.physics.kernels.layout import BODY, JOINT, MOTOR, WORLD, Packing
+from symphys.physics.geoms import GeomArrays
+from symphys.physics.kernels.layout import BODY, GEOM, JOINT, MOTOR, WORLD, Packing
 from symphys.physics.model import BodyArrays, State, WorldArrays, zero_template
 
 
@@ -44,17 +47,24 @@ def _stack(cols: list, row_ndim: int):
 
 
 def pack_inputs(bodies, world, frames=None, motors=None, n_joints: int = 0,
-                n_motors: int = 0):
-    """(body, world, joint, motor) packed parameter arrays: `BodyArrays`,
-    `WorldArrays`, `JointFrames` and `MotorArrays` fields under the names
-    of `BODY`, `WORLD`, `JOINT` and `MOTOR`."""
+                n_motors: int = 0, geoms: GeomArrays | None = None):
+    """(body, world, joint, motor, geom) packed parameter arrays:
+    `BodyArrays`, `WorldArrays`, `JointFrames`, `MotorArrays` and
+    `GeomArrays` fields under the names of `BODY`, `WORLD`, `JOINT`, `MOTOR`
+    and `GEOM`."""
     body = _stack(_columns(bodies, BODY), 2)
     world_arr = _stack(_columns(world, WORLD), 1)
     joint = (_stack(_columns(frames, JOINT), 2) if frames is not None
              else pt.zeros((1, n_joints, JOINT.width)))
     motor = (_stack(_columns(motors, MOTOR), 2) if motors is not None
              else pt.zeros((1, n_motors, MOTOR.width)))
-    return body, world_arr, joint, motor
+    if geoms is None:
+        geom = pt.zeros((1, 0, GEOM.width))
+    else:
+        cols = {name: getattr(geoms, name, None) for name in GEOM.names}
+        cols.update(inv_mass=None, inv_inertia=None, inertia=None)
+        geom = _stack(_columns(SimpleNamespace(**cols), GEOM), 2)
+    return body, world_arr, joint, motor, geom
 
 
 def pack_state(state: State):
@@ -109,3 +119,22 @@ def unpack_model(scene, body, world, joint, motor):
     if scene.motors:
         motors = MotorArrays(*(part(motor, MOTOR, k) for k in MOTOR.names))
     return bodies, worlds, frames, motors
+
+
+def unpack_geoms(scene, geom) -> GeomArrays | None:
+    """The reference's `GeomArrays` read from a packed geom array (None
+    when the scene has no geoms)."""
+    if not scene.geoms:
+        return None
+    comps = {name: [geom[..., k] for k in range(getattr(GEOM, name).start,
+                                                getattr(GEOM, name).stop)]
+             for name in GEOM.names}
+    one = lambda name: comps[name][0]      # noqa: E731
+    return GeomArrays(
+        position=Vec3(*comps["position"]), rotation=Mat3(*comps["rotation"]),
+        radius=one("radius"), half_size=Vec3(*comps["half_size"]),
+        half_length=one("half_length"), friction=one("friction"),
+        restitution=one("restitution"),
+        rolling_friction=one("rolling_friction") if scene.has_rolling_friction else None,
+        body=tuple(scene.body_index(g.body) if g.body in scene.body_names else -1
+                   for g in scene.geoms))

@@ -78,6 +78,12 @@ WORLD = Packing(("gravity", 3), ("ground_height", 1), ("ground_friction", 1),
 JOINT = Packing(("anchor_a", 3), ("anchor_b", 3), ("frame_a", 9), ("frame_b", 9),
                 ("viscous", 1), ("dry", 1), ("armature", 1), ("spring_stiffness", 1),
                 ("spring_reference", 1))
+# A geom (`symphys.scene.elements.Geom`): BODY's columns (shape sizes and
+# materials where a body has them; the mass columns unused), then its
+# centre and rotation (row-major) in its body's frame (the world's for a
+# world geom), so the contact kernels read a geom's row as a body's.
+GEOM = Packing(*((name, BODY.sizes[name]) for name in BODY.names), ("position", 3),
+               ("rotation", 9))
 MOTOR = Packing(("gain", 1), ("max_velocity", 1), ("max_torque", 1), ("stiffness", 1),
                 ("damping", 1))
 # A solver row as the sweeps read it: J and M^-1 J^T on each side (b's
@@ -108,6 +114,8 @@ class Item(enum.IntEnum):
     JOINT = 5         # motors: the joint's index
     AXIS = 6          # motors: coordinate driven; joints: has limit rows
     ROW = 7           # first row (-1: none)
+    GA = 8            # contacts: a's geom (-1: a's own shape)
+    GB = 9            # contacts: b's geom (-1: b's own shape, or the ground)
 
 
 ITEM_COLUMNS = len(Item)
@@ -193,6 +201,8 @@ def check_supported(scene: Scene) -> None:
 
 
 def _table(items: list[list[int]]) -> np.ndarray:
+    """(count, ITEM_COLUMNS) int64; columns an item leaves out hold 0."""
+    items = [list(item) + [0] * (ITEM_COLUMNS - len(item)) for item in items]
     return np.asarray(items, dtype=np.int64).reshape(len(items), ITEM_COLUMNS)
 
 
@@ -209,13 +219,14 @@ def build_layout(scene: Scene) -> StepLayout:
     rolling = scene.has_rolling_friction
     contacts = []
     for block in contact_blocks(scene):
-        for a, b in zip(block.a, block.b):
+        for a, b, ga, gb in zip(block.a, block.b, block.ga, block.gb):
             b = -1 if b == STATIC else b
             first = len(rows)
             rows.append((a, b, int(Bound.LOWER), -1))
             friction = CONTACT_ROWS - 1 + (ROLLING_ROWS if rolling else 0)
             rows += [(a, b, int(Bound.FRICTION), first)] * friction
-            contacts.append([CONTACT_CODES[block.kind], block.point, a, b, 0, 0, 0, first])
+            contacts.append([CONTACT_CODES[block.kind], block.point, a, b, 0, 0, 0, first, ga,
+                             gb])
 
     joints = []
     joint_consts = np.zeros((len(scene.joints), 4))

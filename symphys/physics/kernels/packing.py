@@ -7,7 +7,7 @@ shape carries the worlds first) and returns
 
     body  (Bp, N, BODY.width)    world (Bp, WORLD.width)
     joint (Bp, J, JOINT.width)   motor (Bp, M, MOTOR.width)
-    state (Bp, N, 18)            the initial packed state
+    geom  (Bp, G, GEOM.width)    state (Bp, N, 18), the initial packed state
 
 (Bp: B where a value feeding the array is batched, else 1). Each field is
 gathered for all bodies (joints, motors) at once, so the nodes are a few per
@@ -25,7 +25,7 @@ import pytensor.tensor as pt
 
 from symphys.physics.algebra import Vec3, quat_to_mat_array
 from symphys.physics.joints import joint_frame
-from symphys.physics.kernels.layout import BODY, JOINT, MOTOR
+from symphys.physics.kernels.layout import BODY, GEOM, JOINT, MOTOR
 from symphys.physics.kernels.layout import WORLD as WORLD_COLUMNS
 from symphys.physics.kernels.layout import Packing
 from symphys.physics.model import principal_inertia, zero_template
@@ -186,8 +186,42 @@ def _joints(scene: Scene, p: dict, position, rotation):
                            "spring_reference": loss("spring_reference")})
 
 
+def _geoms(scene: Scene, p: dict, position, rotation):
+    """(Bp, G, GEOM.width): sizes and materials, and each geom's centre and
+    rotation in its body's frame (`symphys.physics.geoms`), from its and its
+    body's initial world poses."""
+    geoms = scene.geoms
+    n = len(scene.bodies)
+    index = {b.name: k for k, b in enumerate(scene.bodies)}
+
+    def each(field, shape=(), present=lambda g: True):
+        zero = np.zeros(shape)
+        return gather([p[f"{g.name}.{field}"] if present(g) else zero for g in geoms], shape)
+
+    # The world as one more body: at the origin, unrotated.
+    body = np.array([n if g.body == WORLD else index[g.body] for g in geoms])
+    rot = pt.concatenate([rotation, pt.repeat(pt.eye(3)[None, None], rotation.shape[0], axis=0)],
+                         axis=1)[:, body]
+    pos = pt.concatenate([position, pt.zeros((position.shape[0], 1, 3))], axis=1)[:, body]
+    place = ((each("position", (3,)) - pos)[..., :, None] * rot).sum(axis=-2)   # R0^T (x - x0)
+    turn = quat_to_mat_array(each("quaternion", (4,)), lib=pt)                   # (Bp, G, 3, 3)
+    local = (rot[..., :, :, None] * turn[..., :, None, :]).sum(axis=-3)          # R0^T R_g
+    round_ = lambda g: g.shape in (Shape.SPHERE, Shape.CAPSULE)   # noqa: E731
+    columns = {name: np.zeros((1, len(geoms), GEOM.sizes[name])) for name in GEOM.names}
+    columns.update({
+        "radius": each("radius", present=round_)[..., None],
+        "half_size": 0.5 * each("size", (3,), present=lambda g: g.shape is Shape.BOX),
+        "half_length": 0.5 * each("length", present=lambda g: g.shape is Shape.CAPSULE)[
+            ..., None],
+        "friction": each("friction")[..., None], "restitution": each("restitution")[..., None],
+        "position": place, "rotation": local.reshape((local.shape[0], len(geoms), 9))})
+    if scene.has_rolling_friction:
+        columns["rolling_friction"] = each("rolling_friction")[..., None]
+    return _packed(GEOM, {k: pt.as_tensor_variable(v) for k, v in columns.items()})
+
+
 def packed_model(scene: Scene, p: dict):
-    """(body, world, joint, motor, state) as the module docstring says."""
+    """(body, world, joint, motor, geom, state) as the module docstring says."""
     body, state, position, rotation = _bodies(scene, p)
     world = _world(scene, p)
     joint = (_joints(scene, p, position, rotation) if scene.joints
@@ -196,4 +230,6 @@ def packed_model(scene: Scene, p: dict):
                                           for m in scene.motors])[..., None]
                              for key in MOTOR.names})
              if scene.motors else pt.zeros((1, 0, MOTOR.width)))
-    return body, world, joint, motor, state
+    geom = (_geoms(scene, p, position, rotation) if scene.geoms
+            else pt.zeros((1, 0, GEOM.width)))
+    return body, world, joint, motor, geom, state

@@ -126,7 +126,7 @@ def _motor_axis(table, joint, bodies):
     return pose, angular, direction, q
 
 
-def _contact_rows(V, contacts, bodies, body, world, articulated, options):
+def _contact_rows(V, contacts, bodies, body, geom, world, articulated, options):
     """(rows block (K, 5, width), counts (K,), body tau (N,))."""
     dt = options[Option.DT]
     kind, point = contacts[:, Item.KIND], contacts[:, Item.SUB]
@@ -136,8 +136,9 @@ def _contact_rows(V, contacts, bodies, body, world, articulated, options):
     a = jnp.where(real, a, 0)
     two = b >= 0
     bi = jnp.where(two, b, 0)
-    gap, n, ra, rb, mu, e, roll = contact_geometry(kind, point, a, b, bodies.x, bodies.rot,
-                                                   body, world)
+    ga, gb = contacts[:, Item.GA], contacts[:, Item.GB]
+    gap, n, ra, rb, mu, e, roll = contact_geometry(kind, point, a, b, ga, gb, bodies.x,
+                                                   bodies.rot, body, geom, world)
     jac_a, jac_b, dir_a, dir_b, m_eff = bodies.row(n, cross(ra, n), cross(rb, n), a, b)
     vn0 = (jac_a * V[a]).sum(-1) + (jac_b * V[bi]).sum(-1)
     approach = -vn0 * dt
@@ -179,8 +180,9 @@ def _contact_rows(V, contacts, bodies, body, world, articulated, options):
 
     # friction rows (x, y on the ground) and rolling rows about the tangents
     t1, t2 = tangent_basis(n)
-    t1 = jnp.where(two[:, None], t1, unit(0, n))
-    t2 = jnp.where(two[:, None], t2, unit(1, n))
+    ground = (b < 0) & (gb < 0)
+    t1 = jnp.where(ground[:, None], unit(0, n), t1)
+    t2 = jnp.where(ground[:, None], unit(1, n), t2)
     ts = jnp.stack([t1, t2], axis=1)                                    # (K, 2, 3)
     fa, fb, fda, fdb, fm = bodies.row(ts, cross(ra[:, None], ts), cross(rb[:, None], ts), a, b)
     friction = _pack_rows(fa, fb, fda, fdb, fm, 0.0, 0.0, 1.0, -INF, INF, mu[:, None])
@@ -334,7 +336,7 @@ def _apply_torques(V, torques, joint, motor, action, consts, bodies, start, opti
     return V.at[jnp.where(real & (b >= 0), b, n)].add(dir_b * impulse, mode="drop")
 
 
-def _world(state, body, world, joint, motor, action, contacts, joints, drags, servos,
+def _world(state, body, world, joint, motor, geom, action, contacts, joints, drags, servos,
            torques, joint_consts, motor_consts, rows_table, articulated, options):
     n = state.shape[0]
     rot = state[:, STATE.rotation].reshape(n, 3, 3)
@@ -350,7 +352,7 @@ def _world(state, body, world, joint, motor, action, contacts, joints, drags, se
     rows = jnp.zeros((rows_table.shape[0], ROW.width), V.dtype)
     tau = jnp.zeros(n, V.dtype)
     if contacts.shape[0]:
-        block, count, tau = _contact_rows(V, contacts, bodies, body, world, articulated,
+        block, count, tau = _contact_rows(V, contacts, bodies, body, geom, world, articulated,
                                           options)
         rows = _scatter(rows, contacts, block, count)
     if joints.shape[0]:
@@ -364,8 +366,8 @@ def _world(state, body, world, joint, motor, action, contacts, joints, drags, se
     return V, rows, tau
 
 
-def rows(state, body, world, joint, motor, action, contacts, joints, drags, servos, torques,
-         joint_consts, motor_consts, rows_table, articulated, options):
+def rows(state, body, world, joint, motor, geom, action, contacts, joints, drags, servos,
+         torques, joint_consts, motor_consts, rows_table, articulated, options):
     """-> (v_free (B, N, 6), rows (B, R, ROW.width), tau (B, N)); parameters
     with a leading axis of 1 are broadcast to the B worlds."""
     state = jnp.asarray(state)
@@ -375,7 +377,7 @@ def rows(state, body, world, joint, motor, action, contacts, joints, drags, serv
         x = jnp.asarray(x, state.dtype)
         return jnp.broadcast_to(x, (nb,) + x.shape[1:])
 
-    per_world = [worlds(x) for x in (body, world, joint, motor, action)]
+    per_world = [worlds(x) for x in (body, world, joint, motor, geom, action)]
     tables = [jnp.asarray(t) for t in (contacts, joints, drags, servos, torques, joint_consts,
                                        motor_consts, rows_table, articulated, options)]
-    return jax.vmap(_world, in_axes=(0,) * 6 + (None,) * 10)(state, *per_world, *tables)
+    return jax.vmap(_world, in_axes=(0,) * 7 + (None,) * 10)(state, *per_world, *tables)

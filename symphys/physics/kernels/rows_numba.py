@@ -1,7 +1,7 @@
 """Numba kernel of the rows stage (see the package docstring): forces,
 direct-torque motors, then every solver row at the current pose.
 
-rows(state, body, world, joint, motor, action, *layout tables)
+rows(state, body, world, joint, motor, geom, action, *layout tables)
     -> (v_free (B, N, 6), rows (B, R, ROW.width), tau (B, N))
 
 The reference for each quantity is named where it is computed.
@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from symphys.physics.kernels import contacts_numba as cn
+from symphys.physics.kernels import geoms_numba as geo
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.joints_numba import (angular_row, axis_row, coordinate, drift,
                                                   joint_pose, point_row)
@@ -25,6 +26,7 @@ from symphys.scene.elements import JointType, MotorMode
 jit, leaf = vn.jit, vn.leaf
 I_KIND, I_SUB, I_A, I_B = int(Item.KIND), int(Item.SUB), int(Item.A), int(Item.B)
 I_INDEX, I_JOINT, I_AXIS, I_ROW = int(Item.INDEX), int(Item.JOINT), int(Item.AXIS), int(Item.ROW)
+I_GA, I_GB = int(Item.GA), int(Item.GB)
 O_DT, O_FEEDBACK, O_THRESHOLD = int(Option.DT), int(Option.FEEDBACK), \
     int(Option.RESTITUTION_THRESHOLD)
 O_SOFT, O_GYRO, O_DAMPING, O_ROLLING = int(Option.SOFT_CONTACTS), int(Option.GYROSCOPIC), \
@@ -118,19 +120,22 @@ def _softness(m_eff, frequency, damping, dt):
 
 
 @leaf
-def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out, tau, tape,
-                 late):
+def contact_rows(s, body, geom, world, options, contacts, articulated, inv_i, vel, out, tau,
+                 tape, late, cs, cb):
     """Every contact point's rows (`solver.approach`, `solver.contact_rows`)
     and each body's impact fraction tau (`step.body_impact_fraction`).
-    Scratch: tape (C, 4) [gap, approach velocity, impact fraction, reaches]
-    and late (N,)."""
+    Scratch: tape (C, 4) [gap, approach velocity, impact fraction, reaches],
+    late (N,), and a contact's sides cs (2, 18), cb (2, BODY.width)
+    (`geoms_numba`)."""
     n_c = contacts.shape[0]
     dt = options[O_DT]
     late[:] = 0.0
     height = world[HEIGHT]
     for c in range(n_c):
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
-        gap, n, ra, rb = cn.geometry(kind, contacts[c, I_SUB], a, b, s, body, height)
+        ga, gb = contacts[c, I_GA], contacts[c, I_GB]
+        gap, n, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, ga, gb, s, body, geom,
+                                          height, cs, cb)
         m = point_row(out[r0], n, ra, rb, a, b, body, inv_i)
         out[r0, MASS] = m
         v0 = 0.0
@@ -148,14 +153,16 @@ def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out
         if b >= 0:
             late[b] = max(late[b], 1.0 - t)
         # Friction and rolling rows.
-        if b < 0:
+        f_a, r_a = (geo.side_value(a, ga, FRICTION, body, geom),
+                    geo.side_value(a, ga, ROLL, body, geom))
+        if b < 0 and gb < 0:
             t1, t2 = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0)
-            mu = _combine(body[a, FRICTION], world[G_FRICTION])
-            roll = max(body[a, ROLL], world[G_ROLL])
+            mu = _combine(f_a, world[G_FRICTION])
+            roll = max(r_a, world[G_ROLL])
         else:
             t1, t2 = cn.tangent_basis(n)
-            mu = _combine(body[a, FRICTION], body[b, FRICTION])
-            roll = max(body[a, ROLL], body[b, ROLL])
+            mu = _combine(f_a, geo.side_value(b, gb, FRICTION, body, geom))
+            roll = max(r_a, geo.side_value(b, gb, ROLL, body, geom))
         for k, t_dir in ((1, t1), (2, t2)):
             out[r0 + k, MASS] = point_row(out[r0 + k], t_dir, ra, rb, a, b, body, inv_i)
             out[r0 + k, KEEP] = 1.0
@@ -172,7 +179,8 @@ def contact_rows(s, body, world, options, contacts, articulated, inv_i, vel, out
         a, b, r0 = contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
         gap, v0, t, reaches = tape[c, 0], tape[c, 1], tape[c, 2], tape[c, 3] > 0
         m_eff = out[r0, MASS]
-        parts = normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, body, options)
+        e_a, e_o = restitutions(a, b, contacts[c, I_GA], contacts[c, I_GB], body, geom, world)
+        parts = normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, e_a, e_o, options)
         gamma = parts[0]
         out[r0, TARGET] = parts[-1]
         out[r0, MASS] = vn.safe_div(1.0, 1.0 / m_eff + gamma) if soft else m_eff
@@ -247,7 +255,17 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
 
 
 @leaf
-def normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, body, options):
+def restitutions(a, b, ga, gb, body, geom, world):
+    """(e_a, e_o): the restitution of a contact's side a and of the other
+    side (the ground's when b is the ground)."""
+    e_a = geo.side_value(a, ga, RESTITUTION, body, geom)
+    if b < 0 and gb < 0:
+        return e_a, world[G_RESTITUTION]
+    return e_a, geo.side_value(b, gb, RESTITUTION, body, geom)
+
+
+@leaf
+def normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, e_a, e_o, options):
     """A contact's normal row from its first pass (gap, approach speed v0,
     impact fraction t, whether it `reaches` within the step) and the bodies'
     free fractions tau: (gamma, beta, tb (the body whose tau counts),
@@ -274,8 +292,6 @@ def normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, body, options):
         ramp = vn.clip((-v0 - u0) / u0, 0.0, 1.0)
     else:
         ramp = 1.0 if v0 < 0 else 0.0
-    e_a = body[a, RESTITUTION]
-    e_o = world[G_RESTITUTION] if b < 0 else body[b, RESTITUTION]
     e = e_o if e_o > e_a else e_a
     bounce = -e * ramp * v0
     hits = gap + dt * v0 < 0 and v0 < -u0
@@ -378,26 +394,28 @@ def servo_rows(s, joint, motor, action, servos, motor_consts, options, body, inv
 
 
 @jit
-def rows(state, body, world, joint, motor, action, contacts, joints, drags, servos, torques,
-         joint_consts, motor_consts, rows_table, articulated, options):
+def rows(state, body, world, joint, motor, geom, action, contacts, joints, drags, servos,
+         torques, joint_consts, motor_consts, rows_table, articulated, options):
     n_worlds, n = state.shape[0], state.shape[1]
     v_free = np.empty((n_worlds, n, 6))
     out = np.zeros((n_worlds, rows_table.shape[0], ROW_WIDTH))
     tau = np.zeros((n_worlds, n))
     inv_i = np.empty((n, 9))
     row, tape, late = np.empty(ROW_WIDTH), np.empty((contacts.shape[0], 4)), np.empty(n)
+    cs, cb = np.empty((2, state.shape[2])), np.empty((2, body.shape[2]))
     for w in range(n_worlds):
         s = state[w]
         pb = body[w if body.shape[0] > 1 else 0]
         pw = world[w if world.shape[0] > 1 else 0]
         pj = joint[w if joint.shape[0] > 1 else 0]
         pm = motor[w if motor.shape[0] > 1 else 0]
+        pg = geom[w if geom.shape[0] > 1 else 0]
         forces(s, pb, pw, options, v_free[w])
         inverse_inertia(s, pb, options, inv_i)
         torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i,
                         v_free[w], row)
-        contact_rows(s, pb, pw, options, contacts, articulated, inv_i, v_free[w], out[w],
-                     tau[w], tape, late)
+        contact_rows(s, pb, pg, pw, options, contacts, articulated, inv_i, v_free[w], out[w],
+                     tau[w], tape, late, cs, cb)
         joint_rows(s, pj, joints, joint_consts, options, pb, inv_i, v_free[w], out[w])
         drag_rows(s, pj, drags, options, pb, inv_i, out[w])
         servo_rows(s, pj, pm, action[w], servos, motor_consts, options, pb, inv_i, out[w])

@@ -1,9 +1,10 @@
 """Hand-written reverse-mode pullback of the Numba rows kernel (`rows_numba`).
 
-rows_vjp(state, body, world, joint, motor, action, *layout tables,
+rows_vjp(state, body, world, joint, motor, geom, action, *layout tables,
          g_v_free, g_rows, g_tau)
     -> (g_state (B, N, 18), g_body (Bp, N, BODY.width), g_world (Bp, WORLD.width),
-        g_joint (Bp, J, JOINT.width), g_motor (Bp, M, MOTOR.width), g_action (B, M))
+        g_joint (Bp, J, JOINT.width), g_motor (Bp, M, MOTOR.width),
+        g_geom (Bp, G, GEOM.width), g_action (B, M))
 
 Parameters shared by every world (Bp = 1) get the sum over worlds. Options,
 tables and per-item constants get no cotangent.
@@ -386,10 +387,10 @@ def joint_vjp(s, joint, joints, joint_consts, options, body, inv_i, vel, g_rows,
 # ----------------------------------------------------------------------- all
 
 @jit
-def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, servos, torques,
-             joint_consts, motor_consts, rows_table, articulated, options, g_v_free, g_rows,
-             g_tau):
-    """(g_state, g_body, g_world, g_joint, g_motor, g_action): the pullback
+def rows_vjp(state, body, world, joint, motor, geom, action, contacts, joints, drags, servos,
+             torques, joint_consts, motor_consts, rows_table, articulated, options, g_v_free,
+             g_rows, g_tau):
+    """(g_state, g_body, g_world, g_joint, g_motor, g_geom, g_action): the pullback
     of `rows_numba.rows` at its inputs of the cotangents of its outputs
     (v_free (B, N, 6), rows (B, R, ROW.width), tau (B, N))."""
     n_worlds, n = state.shape[0], state.shape[1]
@@ -398,6 +399,7 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
     g_world = np.zeros_like(world)
     g_joint = np.zeros_like(joint)
     g_motor = np.zeros_like(motor)
+    g_geom = np.zeros_like(geom)
     g_action = np.zeros_like(action)
     vel = np.empty((n, 6))
     g_vel = np.empty((n, 6))
@@ -408,6 +410,8 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
     grow = np.zeros(ROW_WIDTH)
     tape, per_body = np.empty((contacts.shape[0], 9)), np.empty((n, 3))
     winner = np.empty(n, dtype=np.int64)
+    cs, gcs = np.empty((2, state.shape[2])), np.empty((2, state.shape[2]))
+    cb, gcb = np.empty((2, body.shape[2])), np.empty((2, body.shape[2]))
     dt = options[O_DT]
     for w in range(n_worlds):
         s = state[w]
@@ -416,6 +420,8 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
         ij = w if joint.shape[0] > 1 else 0
         im = w if motor.shape[0] > 1 else 0
         pb, pw, pj, pm = body[ib], world[iw], joint[ij], motor[im]
+        ig = w if geom.shape[0] > 1 else 0
+        pg, gg = geom[ig], g_geom[ig]
         gs, gb, gw, gj, gm = g_state[w], g_body[ib], g_world[iw], g_joint[ij], g_motor[im]
         forces(s, pb, pw, options, vel)
         inverse_inertia(s, pb, options, inv_i)
@@ -429,10 +435,11 @@ def rows_vjp(state, body, world, joint, motor, action, contacts, joints, drags, 
         drag_vjp(s, pj, drags, dt, pb, inv_i, gr, gs, gb, gj, g_inv_i, gp, row, grow)
         joint_vjp(s, pj, joints, joint_consts, options, pb, inv_i, vel, gr, g_vel, gs, gb, gj,
                   g_inv_i, gp)
-        contact_vjp(s, pb, pw, options, contacts, articulated, inv_i, vel, gr, g_tau[w], g_vel,
-                    gs, gb, gw, g_inv_i, row, grow, tape, per_body, winner)
+        contact_vjp(s, pb, pg, pw, options, contacts, articulated, inv_i, vel, gr, g_tau[w],
+                    g_vel, gs, gb, gg, gw, g_inv_i, row, grow, tape, per_body, winner, cs, cb,
+                    gcs, gcb)
         torque_vjp(s, pj, pm, action[w], torques, motor_consts, dt, pb, inv_i, g_vel, gs, gb,
                    gj, gm, g_action[w], g_inv_i, gp, row, grow)
         forces_vjp(s, pb, pw, options, g_vel, gs, gb, gw)
         inverse_inertia_vjp(s, pb, options, g_inv_i, gs, gb)
-    return g_state, g_body, g_world, g_joint, g_motor, g_action
+    return g_state, g_body, g_world, g_joint, g_motor, g_geom, g_action

@@ -1,7 +1,7 @@
 """The three stages of the fused step as PyTensor Ops (`ops.Stage`), and
 the step built from them.
 
-    v_free, rows, tau = Rows()(state, body, world, joint, motor, action, *tables)
+    v_free, rows, tau = Rows()(state, body, world, joint, motor, geom, action, *tables)
     v = Solve(iterations=K)(v_free, rows, rows_table)
     state = Integrate(renormalise=n)(state, v, v_free, tau, options)
 
@@ -44,7 +44,7 @@ _WORLDS, _BODIES = ("state", 0), ("state", 1)
 ROWS = Stage(
     "Rows",
     inputs=(In("state", 3), In("body", 3), In("world", 2), In("joint", 3), In("motor", 3),
-            In("action", 2), *_TABLES),
+            In("geom", 3), In("action", 2), *_TABLES),
     outputs=(Out("v_free", (_WORLDS, _BODIES, 6)),
              Out("rows", (_WORLDS, ("rows", 0), ROW.width)),
              Out("tau", (_WORLDS, _BODIES))),
@@ -57,8 +57,9 @@ ROWS = Stage(
              "symphys.physics.kernels.geometry_numba_grad",
              "symphys.physics.kernels.contact_geometry_numba_grad",
              "symphys.physics.kernels.contacts_numba_grad",
+             "symphys.physics.kernels.geoms_numba", "symphys.physics.kernels.geoms_numba_grad",
              "symphys.physics.kernels.solve_numba", "symphys.physics.kernels.solve_numba_grad"),
-    version=1, home=__name__)
+    version=2, home=__name__)
 
 SOLVE = Stage(
     "Solve",
@@ -87,13 +88,14 @@ Solve, SolveGrad = stage_ops(SOLVE)
 Integrate, IntegrateGrad = stage_ops(INTEGRATE)
 
 
-def fused_step(state, body, world, joint, motor, action, layout: StepLayout, tables=None):
+def fused_step(state, body, world, joint, motor, geom, action, layout: StepLayout,
+               tables=None):
     """The next packed state (B, N, 18): the three stage Ops.
 
     tables: the layout's arrays as tensors (default: constants)."""
     tables = layout.arrays() if tables is None else tables
     tables = [pt.as_tensor_variable(t) for t in tables]
-    v_free, rows, tau = Rows()(state, body, world, joint, motor, action, *tables)
+    v_free, rows, tau = Rows()(state, body, world, joint, motor, geom, action, *tables)
     rows_table = tables[[f.name for f in fields(StepLayout)].index("rows")]
     v = Solve(iterations=int(layout.options[Option.ITERATIONS]))(v_free, rows, rows_table)
     return Integrate(renormalise=int(layout.options[Option.RENORMALISE]))(
