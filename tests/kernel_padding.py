@@ -44,6 +44,8 @@ from symphys.physics.model import principal_inertia
 from symphys.scene.elements import CONTACT_KINDS, GROUND, Shape
 from symphys.scene.scene import Scene
 
+from kernel_scenes import MAX_GEOM_PAIRS, MAX_GEOMS  # noqa: E402
+
 NAMES = ("state", "body", "world", "joint", "motor", "geom", "action")
 TABLES = ("contacts", "joints", "drags", "servos", "torques", "joint_consts", "motor_consts",
           "rows", "articulated", "options")
@@ -193,7 +195,8 @@ def generator_sizes(max_bodies: int) -> Sizes:
     with at most `max_bodies` bodies: at most one joint per body (so at most
     that many bearing-loss items), at most two motors per joint (universal
     joints), the most contact points those bodies can have (every body a box
-    on the ground, or pairs of supported shapes), the most rows of each kind."""
+    on the ground, or pairs of supported shapes) and their geoms' pairs, the
+    most rows of each kind."""
     shapes = (Shape.SPHERE, Shape.BOX, Shape.CAPSULE)
     most_points = 0
     for counts in itertools.product(range(max_bodies + 1), repeat=len(shapes)):
@@ -208,12 +211,14 @@ def generator_sizes(max_bodies: int) -> Sizes:
                     pairs = n[s] * (n[s] - 1) // 2 if s == t else n[s] * n[t]
                     points += pairs * POINTS[kind]
         most_points = max(most_points, points)
+    # and the pairs with geoms: each at most a box pair's points
+    most_points += MAX_GEOM_PAIRS * max(POINTS.values())
     joints, motors = max_bodies, 2 * max_bodies
     joint_rows = max(JOINT_ROWS[t] + (2 if t in LIMITED else 0) for t in JOINT_ROWS)
     rows = (most_points * (CONTACT_ROWS + ROLLING_ROWS) + joints * joint_rows + 2 * joints
             + motors)
     return Sizes(bodies=max_bodies, joints=joints, motors=motors, contacts=most_points,
-                 drags=joints, servos=motors, torques=motors, rows=rows)
+                 drags=joints, servos=motors, torques=motors, rows=rows, geoms=MAX_GEOMS)
 
 
 def scene_sizes(inputs: dict, tables) -> Sizes:

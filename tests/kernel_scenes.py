@@ -28,7 +28,7 @@ from symphys.physics import drives
 from symphys.physics.algebra import quat_to_mat_array
 from symphys.physics.contacts import contact_blocks
 from symphys.physics.joints import articulated_bodies
-from symphys.scene.elements import MotorMode
+from symphys.scene.elements import CONTACT_KINDS, GROUND, MotorMode
 from symphys.scene.scene import Scene
 
 ITERATIONS = 4
@@ -42,6 +42,10 @@ REST_QUATERNIONS = ((1.0, 0.0, 0.0, 0.0), (0.5, 0.5, 0.5, 0.5), (0.5, -0.5, -0.5
 _SUPPORTED = {("sphere", "sphere"), ("sphere", "box"), ("box", "sphere"),
               ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"),
               ("capsule", "box"), ("box", "capsule"), ("box", "box")}
+# Shape pairs with a contact routine in this order (a world geom must be b).
+_ORDERED = {(s.value, "ground" if t == GROUND else t.value) for s, t in CONTACT_KINDS}
+# Geoms per generated scene, and contact pairs involving them.
+MAX_GEOMS, MAX_GEOM_PAIRS = 2, 3
 _AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0),
          (-1.0, 0.0, 0.0), (0.0, -1.0, 0.0), (0.0, 0.0, -1.0))
 
@@ -242,9 +246,60 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
     if d.chance(0.25):
         b.contacts("auto")
     else:
-        b.contacts([(q, p) if d.chance(0.3) else (p, q) for p, q in candidates
-                    if d.chance(0.7)])
+        pairs = [(q, p) if d.chance(0.3) else (p, q) for p, q in candidates if d.chance(0.7)]
+        if d.chance(0.3):
+            pairs += _random_geoms(d, b, bodies, ground, height, rolling)
+        b.contacts(pairs)
     return b.build()
+
+
+def _random_geoms(d, b, bodies, ground: bool, height: float, rolling: bool) -> list:
+    """Up to `MAX_GEOMS` geoms, on bodies or on the world, near the bodies
+    (added to the builder `b`), and up to `MAX_GEOM_PAIRS` contact pairs
+    that involve them."""
+    geoms = []              # (name, owner, shape)
+    for k in range(d.integer(1, MAX_GEOMS)):
+        owner = d.choice([x[0] for x in bodies] + ["world"])
+        shape = d.choice(SHAPES)
+        if shape == "sphere":
+            dims = {"radius": d.integer(2, 16) * GRID}
+        elif shape == "box":
+            dims = {"size": [d.integer(3, 32) * GRID for _ in range(3)]}
+        else:
+            dims = {"radius": d.integer(2, 8) * GRID, "length": d.integer(3, 24) * GRID}
+        near = bodies[d.integer(0, len(bodies) - 1)][3]
+        x = [c + d.uniform(-0.3, 0.3) for c in near]
+        if owner == "world":
+            x[2] = max(x[2], height + d.uniform(-0.05, 0.3))
+        fields = dict(dims, position=x, quaternion=_random_quaternion(d),
+                      friction=_zero_or(d, 0.1, 0.0, 1.5), restitution=_zero_or(d, 0.3, 0.0, 0.9))
+        if rolling:
+            fields["rolling_friction"] = _zero_or(d, 0.3, 0.0, 0.05)
+        b.geom(f"g{k}", owner, shape, **fields)
+        geoms.append((f"g{k}", owner, shape))
+    shape_of = {x[0]: x[1] for x in bodies}
+    owner_of = {x[0]: x[0] for x in bodies}
+    for name, owner, shape in geoms:
+        shape_of[name], owner_of[name] = shape, owner
+    pairs, seen = [], set()
+    for name, owner, shape in geoms:
+        if ground and owner != "world":
+            pairs.append((name, "ground"))
+        for other in list(shape_of):
+            o_owner = owner_of[other]
+            if other == name or o_owner == owner or frozenset((name, other)) in seen:
+                continue
+            seen.add(frozenset((name, other)))
+            if "world" in (owner, o_owner):
+                if owner == o_owner:
+                    continue
+                moving, fixed = (other, name) if owner == "world" else (name, other)
+                if (shape_of[moving], shape_of[fixed]) in _ORDERED:
+                    pairs.append((moving, fixed))
+            elif (shape_of[name], shape_of[other]) in _SUPPORTED:
+                pairs.append((name, other))
+    chosen = [p for p in pairs if d.chance(0.6)]
+    return chosen[:MAX_GEOM_PAIRS]
 
 
 @st.composite
@@ -327,6 +382,10 @@ def scene_features(scene: Scene) -> Counter:
         if block.point == 0:
             f[f"contact:{block.kind.value}"] += len(block.a)
     f["contacts:none"] += not scene.contacts
+    for g in scene.geoms:
+        f["geom:world" if g.body == "world" else "geom:body"] += 1
+    for c in scene.contacts:
+        f["contact:geom"] += c.a in scene.geom_names or c.b in scene.geom_names
     for j in scene.joints:
         f[f"joint:{j.type.value}"] += 1
         f["joint:world-parent" if j.parent == "world" else "joint:body-parent"] += 1
