@@ -173,9 +173,10 @@ def test_gradients_of_an_imported_link_length_and_gain_match_central_differences
      "size='.1 .2'/></body></worldbody></mujoco>", "geom 'c'", "cylinders_as_capsules"),
     ("<mujoco><worldbody><body name='a'><freejoint/><geom name='e' type='ellipsoid' "
      "size='.1 .2 .3'/></body></worldbody></mujoco>", "geom 'e'", "ellipsoid"),
-    ("<mujoco><worldbody><geom type='plane' size='5 5 1'/><body name='a' pos='0 0 1'>"
-     "<freejoint/><geom name='s' type='sphere' size='.1' pos='.3 0 0'/><geom name='t' type='sphere' size='.1' pos='-.3 0 0'/></body>"
-     "</worldbody></mujoco>", "geom 't'", "second colliding geom"),
+    ("<mujoco><worldbody><geom type='plane' size='5 5 1'/><geom name='r' type='capsule' "
+     "size='.05 .5'/><body name='a' pos='0 0 1'><freejoint/><geom name='s' type='box' "
+     "size='.1 .1 .1'/></body></worldbody></mujoco>", "geom 'r'",
+     "fixed capsule and a moving box"),
     ("<mujoco><worldbody><body name='a'><joint name='h' type='hinge'/><geom type='sphere' "
      "size='.1'/></body></worldbody><actuator><cylinder name='p' joint='h'/>"
      "</actuator></mujoco>", "actuator 'p'", "dynamics"),
@@ -232,19 +233,23 @@ def test_an_ant_dropped_on_the_ground_settles_where_mujocos_does(tmp_path):
 
 
 def test_dropping_unsupported_geoms_lists_them():
-    """on_unsupported="drop": a geom that cannot be its body's shape is left
-    out and listed; the body keeps MuJoCo's mass and inertia and its other
-    geom as its shape. A shape the extra geom's mass pulls off the centre
-    of mass is dropped too (the body is then drawn as its inertia's box)."""
+    """on_unsupported="drop": a geom symphys has no shape for is left out
+    and listed; the body keeps MuJoCo's mass and inertia and its other geom
+    as its shape. A geom the dropped one's mass pulls off the centre of mass
+    stays, as a geom of the body at its place (the body is then drawn as its
+    inertia's box)."""
     xml = ("<mujoco><worldbody><geom type='plane' size='5 5 1'/>"
            "<body name='a' pos='0 0 1'><freejoint/><geom name='s' type='sphere' size='.1'/>"
            "<geom name='m' type='ellipsoid' size='.1 .05 .05' pos='0 0 .3' contype='0' "
            "conaffinity='0' mass='{mass}'/></body></worldbody></mujoco>")
     heavy = convert_model(mujoco.MjModel.from_xml_string(xml.format(mass=1)),
                           on_unsupported="drop")
-    assert [line.split(":")[0] for line in heavy.dropped] == [
-        "ellipsoid geom 'm' of body 'a'", "sphere geom 's' of body 'a'"]
+    assert [line.split(":")[0] for line in heavy.dropped] == ["ellipsoid geom 'm' of body 'a'"]
     assert heavy.scene.bodies[0].shape is sp.Shape.BOX
+    (geom,) = heavy.scene.geoms
+    assert (geom.name, geom.body, geom.shape, geom.radius) == ("s", "a", sp.Shape.SPHERE, 0.1)
+    assert geom.position == pytest.approx((0.0, 0.0, 1.0), abs=1e-12)
+    assert {(p.a, p.b) for p in heavy.scene.contacts} == {("s", "ground")}
     xml = xml.format(mass=0)
     model = mujoco.MjModel.from_xml_string(xml)
     out = convert_model(model, source="<xml>", on_unsupported="drop")

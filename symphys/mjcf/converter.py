@@ -57,6 +57,13 @@ class Converter:
                         "(symphys convert --drop-unsupported) to leave it out")
         self.dropped.append(f"{geom_label(self.m, g)}: {why}")
 
+    def unsupported_pair(self, why: str):
+        """Drop a contact pair (listing it) or refuse the file."""
+        if not self.drop:
+            self.refuse("contact pair", why + "; load with on_unsupported='drop' "
+                        "(symphys convert --drop-unsupported) to leave it out")
+        self.dropped.append(f"contact pair {why}")
+
 
 def dof_count(kind) -> int:
     return {MjJoint.FREE: 6, MjJoint.BALL: 3}.get(MjJoint(int(kind)), 1)

@@ -48,9 +48,9 @@ from symphys.errors import SceneError, member
 from symphys.mjcf.actuators import convert_motors
 from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, dof_count
 from symphys.mjcf.joints import convert_joints
-from symphys.mjcf.shapes import (body_frame, candidate_pairs, is_ground_plane, matrix_to_quaternion,
-                                 shape_fields)
-from symphys.scene.elements import GROUND
+from symphys.mjcf.shapes import (body_frame, candidate_pairs, geom_label, is_ground_plane,
+                                 matrix_to_quaternion, shape_fields)
+from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, Shape
 from symphys.scene.reader import FORMAT, scene_from_dict
 from symphys.scene.scene import Scene
 
@@ -129,18 +129,16 @@ def convert_model(model, *, source: str = "<model>",
                    cylinders_as_capsules,
                    policy(heavy_armature, "heavy_armature") is Unsupported.DROP)
     _check_model(c)
-    ground, pairs, shape_geom = _collisions(c)
-    bodies, kept = _bodies(c, shape_geom)
-    pair_list = []
-    for b1, b2, _, _ in pairs:
-        names = [GROUND if b == 0 else kept.get(b) for b in (b1, b2)]
-        if None in names or names[0] == names[1]:
-            continue
-        pair_list.append(sorted(names, key=lambda n: n == GROUND))
+    colliders = _collisions(c)
+    ground = colliders.ground
+    bodies, kept = _bodies(c, colliders.shape_geom, set(colliders.geoms.values()))
+    geoms, names = _geoms(c, colliders, kept)
     doc = {"format": FORMAT, "name": _model_name(c, source), "dt": float(model.opt.timestep),
            "gravity": [float(x) for x in model.opt.gravity], "bodies": bodies,
            "joints": convert_joints(c, kept), "motors": convert_motors(c),
-           "contacts": [{"a": a, "b": b} for a, b in dict.fromkeys(map(tuple, pair_list))]}
+           "contacts": _pairs(c, colliders, names)}
+    if geoms:
+        doc["geoms"] = geoms
     if ground is not None:
         doc["ground"] = {"height": float(data.geom_xpos[ground][2] + model.geom_margin[ground]),
                          "friction": float(model.geom_friction[ground][0])}
@@ -176,9 +174,25 @@ def _check_model(c: Converter) -> None:
                          "supported (symphys' armature acts on hinges and sliders)")
 
 
-def _collisions(c: Converter):
-    """(ground geom or None, body pairs (b1, b2) with 0 for the ground,
-    {body: its shape geom}) from MuJoCo's candidate geom pairs."""
+@dataclass(frozen=True)
+class Colliders:
+    """How a model's geoms convert: the ground plane (or None), each body's
+    own-shape geom, the geoms that become scene geoms (body id, 0 for the
+    world, per geom id) and the contact pairs between colliders (MuJoCo geom
+    ids, the ground's included)."""
+
+    ground: int | None
+    shape_geom: dict
+    geoms: dict
+    pairs: list
+
+
+def _collisions(c: Converter) -> Colliders:
+    """`Colliders` from MuJoCo's candidate geom pairs. A body whose one
+    geom (colliding, or else its only one) fits as its shape
+    (`shapes.body_frame`) keeps it as such; every other primitive geom of a
+    body, and every primitive world geom that touches a body, becomes a
+    scene geom."""
     m, d = c.m, c.d
     ground = None
     for g in range(m.ngeom):
@@ -192,41 +206,36 @@ def _collisions(c: Converter):
     for g1, g2 in pairs:
         touching.setdefault(g1, set()).add(g2)
         touching.setdefault(g2, set()).add(g1)
-    usable = set()
+    fields: dict[int, dict] = {}
     for g in range(m.ngeom):
-        if int(m.geom_bodyid[g]) == 0:
-            if g != ground and g in touching:
-                c.unsupported_geom(g, "a static geom of the world that touches bodies "
-                                      "(symphys' only static shape is a ground plane facing +z)")
+        if g == ground or (int(m.geom_bodyid[g]) == 0 and g not in touching):
             continue
-        usable.add(g)
-    shape_geom: dict[int, int] = {}
+        f = shape_fields(m, g, c.cylinders)
+        if isinstance(f, str):
+            c.unsupported_geom(g, f)
+        else:
+            fields[g] = f
+    shape_geom, geoms = {}, {}
     for b in range(1, m.nbody):
-        geoms = [g for g in range(m.body_geomadr[b], m.body_geomadr[b] + m.body_geomnum[b])
-                 if g in usable]
-        colliding = [g for g in geoms if touching.get(g, set()) & (usable | {ground})]
-        chosen = colliding[:1] if colliding else geoms[:1] if len(geoms) == 1 else []
-        for g in geoms:
-            if g in chosen:
-                continue
-            why = ("a second colliding geom on its body (a symphys body has one shape)"
-                   if g in colliding else "visual only, and its body has other geoms "
-                   "(a symphys body has one shape)")
-            c.unsupported_geom(g, why)
-        if chosen:
-            shape_geom[b] = chosen[0]
-    body_pairs = []
-    for g1, g2 in pairs:
-        ends = []
-        for g in (g1, g2):
-            b = int(m.geom_bodyid[g])
-            ends.append(0 if g == ground else b if shape_geom.get(b) == g else None)
-        if None not in ends:
-            body_pairs.append((*ends, g1, g2))
-    return ground, body_pairs, shape_geom
+        own = [g for g in range(m.body_geomadr[b], m.body_geomadr[b] + m.body_geomnum[b])
+               if g in fields]
+        colliding = [g for g in own if touching.get(g, set()) & (set(fields) | {ground})]
+        single = colliding if len(colliding) == 1 else own if len(own) == 1 and not colliding \
+            else []
+        if single and not isinstance(body_frame(m, d, b, single[0], fields[single[0]]), str):
+            shape_geom[b] = single[0]
+        for g in own:
+            if shape_geom.get(b) != g:
+                geoms[g] = b
+    for g in fields:
+        if int(m.geom_bodyid[g]) == 0:
+            geoms[g] = 0
+    kept = set(shape_geom.values()) | set(geoms) | ({ground} if ground is not None else set())
+    return Colliders(ground, shape_geom, geoms,
+                     [(g1, g2) for g1, g2 in pairs if g1 in kept and g2 in kept])
 
 
-def _bodies(c: Converter, shape_geom: dict):
+def _bodies(c: Converter, shape_geom: dict, with_geoms: set):
     """(body documents, {MuJoCo body id: symphys name} of the bodies kept)."""
     m, d = c.m, c.d
     docs, kept = [], {}
@@ -234,7 +243,7 @@ def _bodies(c: Converter, shape_geom: dict):
         name = c.name(Obj.BODY, b, "body")
         g = shape_geom.get(b)
         if float(m.body_mass[b]) <= mujoco.mjMINVAL:
-            if m.body_jntnum[b] == 0 and g is None:
+            if m.body_jntnum[b] == 0 and g is None and b not in with_geoms:
                 continue                                     # a frame: its children hang on
             c.refuse(f"body {name!r}", "has no mass; symphys needs a mass on every body "
                      "that moves or collides")
@@ -258,3 +267,59 @@ def _bodies(c: Converter, shape_geom: dict):
         docs.append(doc)
         kept[b] = name
     return docs, kept
+
+
+def _geoms(c: Converter, colliders: Colliders, kept: dict) -> tuple[list, dict]:
+    """(geom documents, {MuJoCo geom id: the collider name contact pairs
+    use}): bodies' own shapes by their body's name, scene geoms by their
+    own (MuJoCo's, made unique beside the body names)."""
+    m, d = c.m, c.d
+    names = {g: kept[b] for b, g in colliders.shape_geom.items()}
+    if colliders.ground is not None:
+        names[colliders.ground] = GROUND
+    taken = set(kept.values()) | {GROUND, WORLD}
+    docs = []
+    for g, b in sorted(colliders.geoms.items()):
+        body = WORLD if b == 0 else kept[b]
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"{body}_geom{g}"
+        while name in taken:
+            name += "_geom"
+        taken.add(name)
+        names[g] = name
+        doc = {"name": name, "body": body, **shape_fields(m, g, c.cylinders),
+               "position": [float(x) for x in d.geom_xpos[g]],
+               "quaternion": matrix_to_quaternion(d.geom_xmat[g].reshape(3, 3)),
+               "friction": float(m.geom_friction[g][0]),
+               "color": [float(x) for x in np.clip(m.geom_rgba[g][:3], 0.0, 1.0)]}
+        docs.append(doc)
+    return docs, names
+
+
+def _pairs(c: Converter, colliders: Colliders, names: dict) -> list:
+    """The scene's contact pairs, each once, in an order symphys has a
+    routine for (a world geom as b); a pair no routine takes in that order
+    is refused, or listed as dropped."""
+    m = c.m
+    shape = {g: GROUND if g == colliders.ground
+             else Shape(shape_fields(m, g, c.cylinders)["shape"]) for g in names}
+    out, seen = [], set()
+    for g1, g2 in colliders.pairs:
+        a, b = names[g1], names[g2]
+        if a == b or frozenset((a, b)) in seen:
+            continue
+        seen.add(frozenset((a, b)))
+        fixed = {g for g in (g1, g2) if g == colliders.ground or
+                 (g in colliders.geoms and colliders.geoms[g] == 0)}
+        orders = [(g1, g2), (g2, g1)]
+        fits = [(x, y) for x, y in orders if x not in fixed and (shape[x], shape[y]) in
+                CONTACT_KINDS]
+        if not fits:
+            fixed_g = next(iter(fixed))
+            moving_g = g2 if fixed_g == g1 else g1
+            c.unsupported_pair(f"{geom_label(m, g1)} against {geom_label(m, g2)}: symphys has "
+                               f"no contact between a fixed {shape[fixed_g].value} and a "
+                               f"moving {shape[moving_g].value}")
+            continue
+        x, y = fits[0]
+        out.append({"a": names[x], "b": names[y]})
+    return out
