@@ -112,6 +112,16 @@ def _zero_or(d, p_zero, lo, hi):
     return 0.0 if d.chance(p_zero) else d.uniform(lo, hi)
 
 
+def _dims(d, shape: str, smaller: int) -> dict:
+    """Random sizes of a `shape` (multiples of GRID), at most 1/smaller of a body's."""
+    if shape == "sphere":
+        return {"radius": d.integer(3 if smaller == 1 else 2, 32 // smaller) * GRID}
+    if shape == "box":
+        return {"size": [d.integer(3, 64 // smaller) * GRID for _ in range(3)]}
+    return {"radius": d.integer(2, 16 // smaller) * GRID,
+            "length": d.integer(3, 48 // smaller) * GRID}
+
+
 def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene:
     """A valid random scene from the choices `d` (`RandomDraws` or
     `HypothesisDraws`); at most `max_bodies` bodies b0, b1, ..."""
@@ -139,12 +149,7 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
     bodies = []             # (name, shape, dims, position, rotation, resting)
     for i in range(d.integer(1, max_bodies)):
         shape = d.choice(SHAPES)
-        if shape == "sphere":
-            dims = {"radius": d.integer(3, 32) * GRID}
-        elif shape == "box":
-            dims = {"size": [d.integer(3, 64) * GRID for _ in range(3)]}
-        else:
-            dims = {"radius": d.integer(2, 16) * GRID, "length": d.integer(3, 48) * GRID}
+        dims = _dims(d, shape, 1)
         bases = [x for x in bodies if x[5] and x[1] in ("sphere", "box")]
         mode = "free" if not ground else "stack" if (
             bases and d.chance(0.4)) else d.choice(
@@ -261,12 +266,7 @@ def _random_geoms(d, b, bodies, ground: bool, height: float, rolling: bool) -> l
     for k in range(d.integer(1, MAX_GEOMS)):
         owner = d.choice([x[0] for x in bodies] + ["world"])
         shape = d.choice(SHAPES)
-        if shape == "sphere":
-            dims = {"radius": d.integer(2, 16) * GRID}
-        elif shape == "box":
-            dims = {"size": [d.integer(3, 32) * GRID for _ in range(3)]}
-        else:
-            dims = {"radius": d.integer(2, 8) * GRID, "length": d.integer(3, 24) * GRID}
+        dims = _dims(d, shape, 2)
         near = bodies[d.integer(0, len(bodies) - 1)][3]
         x = [c + d.uniform(-0.3, 0.3) for c in near]
         if owner == "world":

@@ -17,6 +17,12 @@ from symphys.scene.elements import (FEEDBACK_FIELDS, MOTOR_FIELDS, Body, Camera,
                                     SolverOptions)
 
 
+def size_fields(shape: Shape) -> tuple[str, ...]:
+    """The size parameters of a body or geom of `shape`, in parameter order."""
+    return (("radius",) if shape in (Shape.SPHERE, Shape.CAPSULE) else ()) + (
+        ("size",) if shape is Shape.BOX else ()) + (("length",) if shape is Shape.CAPSULE else ())
+
+
 @dataclass(frozen=True)
 class Scene:
     """A validated scene. `source` names the file or builder it came from."""
@@ -113,12 +119,8 @@ class Scene:
         values: dict[str, np.ndarray] = {}
         for b in self.bodies:
             values[f"{b.name}.mass"] = b.mass
-            if b.shape in (Shape.SPHERE, Shape.CAPSULE):
-                values[f"{b.name}.radius"] = b.radius
-            if b.shape is Shape.BOX:
-                values[f"{b.name}.size"] = b.size
-            if b.shape is Shape.CAPSULE:
-                values[f"{b.name}.length"] = b.length
+            for key in size_fields(b.shape):
+                values[f"{b.name}.{key}"] = getattr(b, key)
             if b.inertia is not None:
                 values[f"{b.name}.inertia"] = b.inertia
             values[f"{b.name}.position"] = b.position
@@ -130,16 +132,9 @@ class Scene:
             if self.has_rolling_friction:
                 values[f"{b.name}.rolling_friction"] = b.rolling_friction
         for g in self.geoms:
-            if g.shape in (Shape.SPHERE, Shape.CAPSULE):
-                values[f"{g.name}.radius"] = g.radius
-            if g.shape is Shape.BOX:
-                values[f"{g.name}.size"] = g.size
-            if g.shape is Shape.CAPSULE:
-                values[f"{g.name}.length"] = g.length
-            values[f"{g.name}.position"] = g.position
-            values[f"{g.name}.quaternion"] = g.quaternion
-            values[f"{g.name}.friction"] = g.friction
-            values[f"{g.name}.restitution"] = g.restitution
+            for key in size_fields(g.shape) + ("position", "quaternion", "friction",
+                                               "restitution"):
+                values[f"{g.name}.{key}"] = getattr(g, key)
             if self.has_rolling_friction:
                 values[f"{g.name}.rolling_friction"] = g.rolling_friction
         if self.ground is not None:
