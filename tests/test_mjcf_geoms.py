@@ -116,3 +116,32 @@ def test_gradient_with_respect_to_an_imported_geom_size_matches_central_differen
     assert grads["left.radius"] == pytest.approx(fd_radius, rel=1e-5, abs=1e-8)
     assert grads["step.position"][2] == pytest.approx(fd_step, rel=1e-5, abs=1e-8)
     assert 0.2 < fd_radius < 0.8 and fd_step == pytest.approx(0.5, abs=0.05)
+
+
+def test_a_tilted_plane_of_the_world_holds_a_box_as_mujocos_does():
+    """A plane of the world that is not the ground (turned 20 degrees here)
+    becomes a fixed box under it, as thick as `PLANE_DEPTH`: a box put on it
+    (friction 1 > tan 20) stays where it is in both engines (MuJoCo's soft
+    friction lets it creep 2 mm down the slope in 1 s), its centre one half
+    height above the plane (within MuJoCo's sink)."""
+    xml = """
+    <mujoco><option timestep="0.002"/><worldbody>
+      <geom name="slope" type="plane" size="1 1 .1" euler="20 0 0"/>
+      <body name="crate" pos="0 -0.0342 0.094" euler="20 0 0"><freejoint/>
+        <geom type="box" size=".1 .1 .1" friction="1"/></body>
+    </worldbody></mujoco>"""
+    scene = sp.load_mjcf(xml)
+    (slope,) = scene.geoms
+    assert (slope.body, slope.shape) == ("world", sp.Shape.BOX)
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    normal = d.geom_xmat[0].reshape(3, 3)[:, 2]
+    start = d.xipos[1].copy()
+    for _ in range(500):
+        mujoco.mj_step(m, d)
+    traj = sp.simulate(dataclasses.replace(scene, dt=0.004), 250)
+    mine = traj.position["crate"][-1]
+    assert np.abs(mine - start).max() < 1e-4 and np.abs(d.xipos[1] - start).max() < 5e-3
+    assert float(mine @ normal) == pytest.approx(0.1, abs=1e-4)
+    assert float(d.xipos[1] @ normal) == pytest.approx(0.1, abs=1e-3)

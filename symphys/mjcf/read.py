@@ -48,8 +48,8 @@ from symphys.errors import SceneError, member
 from symphys.mjcf.actuators import convert_motors
 from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, dof_count
 from symphys.mjcf.joints import convert_joints
-from symphys.mjcf.shapes import (body_frame, candidate_pairs, geom_label, is_ground_plane,
-                                 matrix_to_quaternion, shape_fields)
+from symphys.mjcf.shapes import (GeomType, body_frame, candidate_pairs, geom_label,
+                                 is_ground_plane, matrix_to_quaternion, plane_box, shape_fields)
 from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, Shape
 from symphys.scene.reader import FORMAT, scene_from_dict
 from symphys.scene.scene import Scene
@@ -185,6 +185,8 @@ class Colliders:
     shape_geom: dict
     geoms: dict
     pairs: list
+    fields: dict          # geom id -> its shape's scene-file fields
+    centres: dict         # geom id -> a centre other than MuJoCo's (planes as boxes)
 
 
 def _collisions(c: Converter) -> Colliders:
@@ -207,8 +209,12 @@ def _collisions(c: Converter) -> Colliders:
         touching.setdefault(g1, set()).add(g2)
         touching.setdefault(g2, set()).add(g1)
     fields: dict[int, dict] = {}
+    centres: dict[int, list] = {}
     for g in range(m.ngeom):
         if g == ground or (int(m.geom_bodyid[g]) == 0 and g not in touching):
+            continue
+        if int(m.geom_type[g]) == GeomType.PLANE and int(m.geom_bodyid[g]) == 0:
+            fields[g], centres[g] = plane_box(m, d, g)
             continue
         f = shape_fields(m, g, c.cylinders)
         if isinstance(f, str):
@@ -232,7 +238,7 @@ def _collisions(c: Converter) -> Colliders:
             geoms[g] = 0
     kept = set(shape_geom.values()) | set(geoms) | ({ground} if ground is not None else set())
     return Colliders(ground, shape_geom, geoms,
-                     [(g1, g2) for g1, g2 in pairs if g1 in kept and g2 in kept])
+                     [(g1, g2) for g1, g2 in pairs if g1 in kept and g2 in kept], fields, centres)
 
 
 def _bodies(c: Converter, shape_geom: dict, with_geoms: set):
@@ -286,8 +292,8 @@ def _geoms(c: Converter, colliders: Colliders, kept: dict) -> tuple[list, dict]:
             name += "_geom"
         taken.add(name)
         names[g] = name
-        doc = {"name": name, "body": body, **shape_fields(m, g, c.cylinders),
-               "position": [float(x) for x in d.geom_xpos[g]],
+        doc = {"name": name, "body": body, **colliders.fields[g],
+               "position": colliders.centres.get(g, [float(x) for x in d.geom_xpos[g]]),
                "quaternion": matrix_to_quaternion(d.geom_xmat[g].reshape(3, 3)),
                "friction": float(m.geom_friction[g][0]),
                "color": [float(x) for x in np.clip(m.geom_rgba[g][:3], 0.0, 1.0)]}
@@ -300,8 +306,8 @@ def _pairs(c: Converter, colliders: Colliders, names: dict) -> list:
     routine for (a world geom as b); a pair no routine takes in that order
     is refused, or listed as dropped."""
     m = c.m
-    shape = {g: GROUND if g == colliders.ground
-             else Shape(shape_fields(m, g, c.cylinders)["shape"]) for g in names}
+    shape = {g: GROUND if g == colliders.ground else Shape(colliders.fields[g]["shape"])
+             for g in names}
     out, seen = [], set()
     for g1, g2 in colliders.pairs:
         a, b = names[g1], names[g2]

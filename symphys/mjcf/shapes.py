@@ -90,6 +90,23 @@ def is_ground_plane(m, d, g: int) -> bool:
     return bool(np.abs(normal - (0.0, 0.0, 1.0)).max() < TOLERANCE)
 
 
+# A plane of the world other than the ground becomes a box this thick (m),
+# with its top face on the plane, reaching this far along the plane (m):
+# MuJoCo's planes collide without end, whatever their drawn size.
+PLANE_DEPTH, PLANE_REACH = 1.0, 100.0
+
+
+def plane_box(m, d, g: int) -> tuple[dict, list[float]]:
+    """(box shape fields, box centre) standing in for world plane g: its
+    top face on the plane (raised by the geom's margin), facing the plane's
+    normal."""
+    normal = d.geom_xmat[g].reshape(3, 3)[:, 2]
+    top = d.geom_xpos[g] + float(m.geom_margin[g]) * normal
+    centre = top - 0.5 * PLANE_DEPTH * normal
+    fields = {"shape": Shape.BOX.value, "size": [2 * PLANE_REACH, 2 * PLANE_REACH, PLANE_DEPTH]}
+    return fields, [float(x) for x in centre]
+
+
 @dataclass(frozen=True)
 class BodyShape:
     """A body's shape and frame: `fields` for the scene file (shape and its
