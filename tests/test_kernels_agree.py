@@ -146,9 +146,13 @@ def _value_error(a, b):
     return float(np.max(np.abs(a - b) / (1.0 + np.abs(b)), initial=0.0))
 
 
-def _grad_error(a, b):
+def _grad_error(a, b, state_scale=1.0):
+    """max |a - b| over the larger of |a|, |b| and GRAD_FLOOR times the
+    state cotangent's scale (at least 1): an input's cotangent far smaller
+    than the state's is summed from terms of the state's size (a geom's
+    place, R^T times its centre's cotangent), so its rounding is the state's."""
     scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)),
-                GRAD_FLOOR)
+                GRAD_FLOOR * max(1.0, state_scale))
     return float(np.max(np.abs(a - b), initial=0.0)) / scale
 
 
@@ -165,8 +169,9 @@ def compare(case: Case):
         assert np.all(np.isfinite(arr)), f"{name} not finite"
     np.testing.assert_allclose(out_j, value_j, rtol=1e-12, atol=1e-12)
     errors = {"next state": _value_error(out_n, case.own("state", value_j))}
+    state_scale = float(np.max(np.abs(grads_n[0]), initial=0.0))
     for name, gn, gj in zip(NAMES, grads_n, grads_j):
-        errors[f"d{name}"] = _grad_error(gn, case.own(name, gj))
+        errors[f"d{name}"] = _grad_error(gn, case.own(name, gj), state_scale)
         pad_part = case.padding(name, gj)
         assert not np.any(pad_part), f"padded d{name} not zero: {pad_part}"
     return errors
@@ -179,9 +184,10 @@ def compare_op_by_op(case: Case):
     with jax.disable_jit():
         out_u, grads_u = _jax_step_vjp(case.x, case.tables, case.g)
     errors = {"next state": _value_error(out_n, np.asarray(out_u))}
+    state_scale = float(np.max(np.abs(grads_n[0]), initial=0.0))
     for name, gn, gu in zip(NAMES, grads_n, grads_u):
         assert np.all(np.isfinite(np.asarray(gu))), f"jax d{name} not finite"
-        errors[f"d{name}"] = _grad_error(gn, np.asarray(gu))
+        errors[f"d{name}"] = _grad_error(gn, np.asarray(gu), state_scale)
     return errors
 
 

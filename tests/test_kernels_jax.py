@@ -103,9 +103,11 @@ def _min_gap(case, state):
     n = state.shape[1]
     gap = contact_geometry(jnp.asarray(c[:, Item.KIND]), jnp.asarray(c[:, Item.SUB]),
                            jnp.asarray(c[:, Item.A]), jnp.asarray(c[:, Item.B]),
+                           jnp.asarray(c[:, Item.GA]), jnp.asarray(c[:, Item.GB]),
                            jnp.asarray(state[0, :, STATE.position]),
                            jnp.asarray(state[0, :, STATE.rotation].reshape(n, 3, 3)),
                            jnp.asarray(case.inputs["body"][0]),
+                           jnp.asarray(case.inputs["geom"][0]),
                            jnp.asarray(case.inputs["world"][0]))[0]
     return float(np.min(gap))
 

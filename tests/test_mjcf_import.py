@@ -424,7 +424,8 @@ def test_hopper_loads_with_its_self_contacts():
 def test_half_cheetah_joint_springs_move_as_in_mujoco(tmp_path):
     """gymnasium's half-cheetah: stiff joint springs (120-240 N m/rad) and
     damping on its six hinges, a planar root; its torso's two geoms (neither
-    at the centre of mass) dropped. Without gravity, limits or the floor,
+    at the centre of mass) kept as geoms of the torso. Without gravity, limits or the
+    floor,
     armature 0.02 (the file's 0.1 outweighs its light shins), driven 1 s by
     smooth random torques, 60 sweeps (the springs on light links need more
     than 8): within 2.9 mm of MuJoCo at dt = 1 ms (of 0.13 m travelled),
@@ -441,8 +442,8 @@ def test_half_cheetah_joint_springs_move_as_in_mujoco(tmp_path):
     text = re.sub(r' range="[^"]*"', "", text)
     path = tmp_path / "cheetah.xml"
     path.write_text(text)
-    with pytest.warns(UserWarning, match="geom 'head'"):
-        scene = sp.load_mjcf(path, on_unsupported="drop")
+    scene = sp.load_mjcf(path)
+    assert [(g.name, g.body) for g in scene.geoms] == [("torso_geom", "torso"), ("head", "torso")]
     springs = {j.name: j.spring_stiffness for j in scene.joints if j.spring_stiffness}
     assert springs == {"bthigh": 240, "bshin": 180, "bfoot": 120, "fthigh": 180, "fshin": 120,
                        "ffoot": 60}

@@ -6,7 +6,7 @@ robot. The kernels read the scene from tables instead (`layout`), so the
 step is the same three nodes for a ball and a quadruped, and one compiled
 kernel serves every scene:
 
-1. rows      (state, body, world, joint, motor, action; tables)
+1. rows      (state, body, world, joint, motor, geom, action; tables)
              -> (v_free (B, N, 6), rows (B, R, ROW.width), tau (B, N))
    Velocities after drag, gravity, the gyroscopic torque and direct-torque
    motors; every solver row at the current pose in sweep order; each body's
@@ -17,7 +17,7 @@ kernel serves every scene:
    x += dt v_move, R <- renormalise(exp(dt [w_move]) R), with
    v_move = v + tau (v_free - v).
 
-Packed arrays (`layout.STATE`, `BODY`, `WORLD`, `JOINT`, `MOTOR`, `ROW`
+Packed arrays (`layout.STATE`, `BODY`, `WORLD`, `JOINT`, `MOTOR`, `GEOM`, `ROW`
 name their columns): state (B, N, 18) = [x, R row-major, v, w]; velocities
 (B, N, 6) = [v, w]; parameters carry a leading axis Bp (B or 1, broadcast
 against the worlds). A row r joins bodies a = rows_table[r, A] and
