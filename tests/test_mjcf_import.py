@@ -424,9 +424,9 @@ def test_hopper_loads_with_its_self_contacts():
 def test_half_cheetah_joint_springs_move_as_in_mujoco(tmp_path):
     """gymnasium's half-cheetah: stiff joint springs (120-240 N m/rad) and
     damping on its six hinges, a planar root; its torso's two geoms (neither
-    at the centre of mass) kept as geoms of the torso. Without gravity, limits or the
-    floor,
-    armature 0.02 (the file's 0.1 outweighs its light shins), driven 1 s by
+    at the centre of mass) kept as geoms of the torso. Without gravity,
+    limits or the floor, armature 0.02 (the file's 0.1 outweighs its light
+    shins), driven 1 s by
     smooth random torques, 60 sweeps (the springs on light links need more
     than 8): within 2.9 mm of MuJoCo at dt = 1 ms (of 0.13 m travelled),
     1.5 mm at 0.5 ms. Springs are implicit in symphys, explicit under
