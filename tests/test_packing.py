@@ -53,9 +53,25 @@ ROBOTS = ("arm", "hopper", "quadruped", "pendulum_camera")
 VALUES_ONLY = ("hopper", "pendulum_camera")
 
 
+def _geoms_scene():
+    """Geoms of every shape on two bodies (one turned) and on the world."""
+    b = sp.SceneBuilder("geoms", dt=0.01).ground()
+    b.body("crate", "box", mass=2.0, size=[0.3, 0.2, 0.2], position=[0.1, 0.0, 0.3],
+           quaternion=[0.9, 0.1, 0.3, 0.2])
+    b.body("arm", "capsule", mass=1.0, radius=0.03, length=0.4, position=[0.0, 0.4, 0.3])
+    b.geom("paw", "arm", "box", size=[0.08, 0.06, 0.05], position=[0.13, 0.4, 0.31],
+           quaternion=[0.8, 0.4, 0.2, 0.1], friction=0.5)
+    b.geom("claw", "arm", "capsule", radius=0.02, length=0.1, position=[0.15, 0.45, 0.4])
+    b.geom("knob", "crate", "sphere", radius=0.05, position=[0.2, 0.1, 0.45], restitution=0.3)
+    b.geom("wall", "world", "box", size=[0.1, 1.0, 1.0], position=[0.5, 0.0, 0.5],
+           quaternion=[0.99, 0.0, 0.1, 0.0])
+    b.contacts([("crate", "wall"), ("paw", "wall"), ("knob", "ground"), ("claw", "crate")])
+    return b.build()
+
+
 def _cases():
     scenes = [(name, sp.load_scene(name)) for name in SHIPPED] + [
-        (name, build()) for name, build in FEATURES.items()]
+        (name, build()) for name, build in FEATURES.items()] + [("geoms", _geoms_scene())]
     return [pytest.param(name, scene, batched, id=f"{name}-{batched}")
             for name, scene in scenes
             for batched in (("some",) if name in ROBOTS else ("none", "some", "all"))]
