@@ -38,6 +38,7 @@ from kernel_padding import (NAMES, generator_sizes, numeric_inputs, pad, scene_s
 from kernel_scenes import (ITERATIONS, SMALL_SCENES, random_action, random_state,  # noqa: E402
                            scene_features, scenes)
 
+import symphys  # noqa: E402
 from symphys.physics.kernels import reference  # noqa: E402
 from symphys.physics.kernels import (rows_jax, rows_numba,  # noqa: E402  # noqa: E402
                                      rows_numba_grad, solve_jax, solve_numba, solve_numba_grad)
@@ -102,13 +103,14 @@ class Case:
     """A scene at a random state and action, its inputs padded, and a random
     output cotangent (zero on padded bodies)."""
 
-    def __init__(self, scene, seed: int):
+    def __init__(self, scene, seed: int, params: dict | None = None):
         rng = np.random.default_rng(seed)
         self.scene = scene
         layout = build_layout(scene)
         assert layout.options[Option.ITERATIONS] == ITERATIONS
         assert layout.options[Option.RENORMALISE] == RENORMALISE
-        self.inputs = numeric_inputs(scene, random_state(scene, rng), random_action(scene, rng))
+        params = random_state(scene, rng) if params is None else params
+        self.inputs = numeric_inputs(scene, params, random_action(scene, rng))
         self.tables = layout.arrays()
         self.sizes = scene_sizes(self.inputs, self.tables)
         assert all(s <= m for s, m in zip(self.sizes, SIZES)), (self.sizes, SIZES)
@@ -259,6 +261,34 @@ def test_padding_is_inert(index):
     for name, gn, gnp in zip(NAMES, grads_n, grads_np):
         np.testing.assert_array_equal(case.own(name, gnp), gn, err_msg=name)
         assert not np.any(case.padding(name, gnp)), name
+
+
+@pytest.mark.parametrize("offset", [1e-8, 0.0, -1e-8])
+def test_capsules_whose_axes_nearly_meet(offset):
+    """Two capsules deep in each other, their axes (along x and y) passing
+    `offset` apart: the contact normal is the axes' cross product, signed
+    by the offset, to rounding on both backends (from the closest points'
+    difference it would keep only 8 digits), and the step and its
+    cotangents agree as on generated scenes."""
+    b = symphys.SceneBuilder("crossing", dt=0.01, iterations=ITERATIONS, gyroscopic=False)
+    b.body("a", "capsule", mass=1.0, radius=0.1, length=0.4, position=[0.0, 0.0, 0.5 + offset],
+           quaternion=[np.cos(np.pi / 4), 0.0, np.sin(np.pi / 4), 0.0], velocity=[0, 0, -1.0])
+    b.body("b", "capsule", mass=2.0, radius=0.05, length=0.4, position=[0.05, 0.1, 0.5],
+           quaternion=[np.cos(np.pi / 4), -np.sin(np.pi / 4), 0.0, 0.0],
+           angular_velocity=[0.0, 0.0, 0.3])
+    scene = b.contacts([("a", "b")]).build()
+    x = numeric_inputs(scene)
+    tables = build_layout(scene).arrays()
+    want = np.array([0.0, 0.0, 1.0 if offset >= 0.0 else -1.0])
+    normal = rows_numba.rows(*(x[k] for k in NAMES), *tables)[1][0, 0, :3]
+    np.testing.assert_allclose(normal, want, rtol=0, atol=1e-15)
+    normal = np.asarray(rows_jax.rows(*(x[k] for k in NAMES), *tables)[1])[0, 0, :3]
+    np.testing.assert_allclose(normal, want, rtol=0, atol=1e-15)
+    params = {f"{body.name}.{field}": getattr(body, field) for body in scene.bodies
+              for field in ("position", "quaternion", "velocity", "angular_velocity")}
+    errors = compare(Case(scene, 0, params))
+    for k, e in errors.items():
+        assert e <= (VALUE_TOL if k == "next state" else GRAD_TOL), (k, e)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -20,7 +20,7 @@ from symphys.physics.geoms import OWN, GeomArrays, Side, geom_side, own_side
 from symphys.physics.model import BodyArrays, WorldArrays
 from symphys.physics.shapes import (BOX_BOX_POINTS, FAR, ball_box, box_axes, box_box, box_corner,
                                     box_edge, box_point, capsule_edge_exists, edge_owns_corner,
-                                    segment_pair)
+                                    segment_normal, segment_params, segments_cross)
 from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, ContactKind
 from symphys.scene.scene import Scene
 
@@ -230,18 +230,28 @@ class _Pair:
         gap = self.xa.z + ra.z - self.world.ground_height
         return ContactGeometry(gap, self.up, ra, None, self.mu, self.e)
 
-    def round_contact(self, nearest_a: Vec3, r_a, r_b, nearest_b: Vec3 | None = None
-                      ) -> ContactGeometry:
+    def round_contact(self, nearest_a: Vec3, r_a, r_b, nearest_b: Vec3 | None = None,
+                      normal: tuple | None = None) -> ContactGeometry:
         """Two rounded shapes: their closest core points (b's: its centre
-        unless given), radii."""
+        unless given), radii; (normal, distance) of the core points when
+        known better than from their difference."""
         nearest_b = self.xb if nearest_b is None else nearest_b
-        n, dist = normalize(nearest_a - nearest_b, fallback=self.up)
+        n, dist = normalize(nearest_a - nearest_b, fallback=self.up) if normal is None else normal
         gap = dist - r_a - r_b
         # Each body's lever arm reaches its own surface point: the two meet
         # when the gap closes, so the friction torque does not jump when a
         # speculative contact (gap > 0) switches on.
         return ContactGeometry(gap, n, nearest_a - n.scale(r_a) - self.xa,
                                nearest_b - self.xb + n.scale(r_b), self.mu, self.e)
+
+    def segment_contact(self, ca: Vec3, ua: Vec3, hla, cb: Vec3, ub: Vec3, hlb, r_a, r_b):
+        """Two rounded segments (centres c, unit axes u, half lengths hl,
+        radii r): (contact, s, t) at their closest points (`segment_params`)."""
+        s, t, b = segment_params(ca, ua, hla, cb, ub, hlb)
+        near_a, near_b = ca + ua.scale(s - hla), cb + ub.scale(t - hlb)
+        normal = segment_normal(ca, ua, cb, ub, near_a, near_b,
+                                segments_cross(b, s, t, hla, hlb), self.up)
+        return self.round_contact(near_a, r_a, r_b, nearest_b=near_b, normal=normal), s, t
 
 
 def _sphere_ground(p: _Pair) -> ContactGeometry:
@@ -278,11 +288,8 @@ def _capsule_sphere(p: _Pair) -> ContactGeometry:
 
 def _capsule_capsule(p: _Pair) -> ContactGeometry:
     """The closest points of the two axis segments."""
-    ua, ub = _z_axis(p.a.rotation), _z_axis(p.b.rotation)
-    near_a, near_b = segment_pair(p.xa, ua, p.a.half_length,
-                                  p.xb, ub, p.b.half_length)
-    return p.round_contact(near_a, p.a.radius, p.b.radius,
-                           nearest_b=near_b)
+    return p.segment_contact(p.xa, _z_axis(p.a.rotation), p.a.half_length, p.xb,
+                             _z_axis(p.b.rotation), p.b.half_length, p.a.radius, p.b.radius)[0]
 
 
 def _sphere_box(p: _Pair) -> ContactGeometry:
@@ -312,10 +319,8 @@ def _capsule_box(p: _Pair) -> ContactGeometry:
     edge = p.block.point - 2
     axis, signs = box_edge(edge)
     centre_b, ub = box_point(p.xb, rot_b, h, signs), columns(rot_b)[axis]
-    near_a, near_b = segment_pair(p.xa, ua, hla, centre_b, ub, h[axis])
-    contact = p.round_contact(near_a, r, 0.0 * r, nearest_b=near_b)
-    exists = capsule_edge_exists(dot(near_a - p.xa, ua) + hla, dot(near_b - centre_b, ub) + h[axis],
-                                 hla, h[axis], np.array(edge_owns_corner(edge, 0)),
+    contact, s, t = p.segment_contact(p.xa, ua, hla, centre_b, ub, h[axis], r, 0.0 * r)
+    exists = capsule_edge_exists(s, t, hla, h[axis], np.array(edge_owns_corner(edge, 0)),
                                  np.array(edge_owns_corner(edge, 1)))
     held = lambda v: Vec3(*(pt.switch(exists, c, 0.0) for c in v))
     return ContactGeometry(pt.switch(exists, contact.gap, FAR), contact.normal, held(contact.ra),

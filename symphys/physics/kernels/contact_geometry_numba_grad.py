@@ -43,19 +43,30 @@ def segments_vjp(ca, ua, hla, cb, ub, hlb, r_a, r_b, g_gap, g_n, g_pa, g_pb):
     s, t, _ = sn.segment_pair(ca, ua, hla, cb, ub, hlb)
     near_a = vn.add(ca, vn.scale(ua, s - hla))
     near_b = vn.add(cb, vn.scale(ub, t - hlb))
-    diff = vn.sub(near_a, near_b)
-    unit, dist = vn.normalize(diff)
-    n = cn.UP if dist <= vn.EPS else unit
+    n, dist, crossing = cn.segment_normal(ca, ua, hla, cb, ub, hlb, s, t, near_a, near_b)
     g_nn = vn.add(vn.sub(g_n, vn.scale(g_pa, r_a)), vn.scale(g_pb, r_b))
     g_r_a = -g_gap - vn.dot(n, g_pa)
     g_r_b = -g_gap + vn.dot(n, g_pb)
-    g_diff = normalize_vjp(diff, g_nn if dist > vn.EPS else (0.0, 0.0, 0.0), g_gap)
-    g_near_a, g_near_b = vn.add(g_pa, g_diff), vn.sub(g_pb, g_diff)
+    g_ca, g_cb, g_ua, g_ub = g_pa, g_pb, cn.ZERO, cn.ZERO
+    if crossing:
+        # n = +-c / |c| with c = ua x ub, distance n . (ca - cb)
+        c = vn.cross(ua, ub)
+        sign = 1.0 if vn.dot(vn.sub(ca, cb), vn.normalize(c)[0]) >= 0.0 else -1.0
+        g_unit = vn.scale(vn.add(g_nn, vn.scale(vn.sub(ca, cb), g_gap)), sign)
+        g_ua, g_ub = cross_vjp(ua, ub, normalize_vjp(c, g_unit, 0.0))
+        g_ca, g_cb = vn.add(g_ca, vn.scale(n, g_gap)), vn.sub(g_cb, vn.scale(n, g_gap))
+        g_near_a, g_near_b = g_pa, g_pb
+    else:
+        diff = vn.sub(near_a, near_b)
+        g_diff = normalize_vjp(diff, g_nn if dist > vn.EPS else cn.ZERO, g_gap)
+        g_near_a, g_near_b = vn.add(g_pa, g_diff), vn.sub(g_pb, g_diff)
+        g_ca, g_cb = g_near_a, g_near_b
     g_s, g_t = vn.dot(ua, g_near_a), vn.dot(ub, g_near_b)
-    g_ca, g_ua, g_hla, g_cb, g_ub, g_hlb = segment_pair_vjp(ca, ua, hla, cb, ub, hlb, g_s, g_t)
-    return (vn.add(g_ca, g_near_a), vn.add(g_ua, vn.scale(g_near_a, s - hla)), g_hla - g_s,
-            vn.add(g_cb, g_near_b), vn.add(g_ub, vn.scale(g_near_b, t - hlb)), g_hlb - g_t,
-            g_r_a, g_r_b)
+    g_ca2, g_ua2, g_hla, g_cb2, g_ub2, g_hlb = segment_pair_vjp(ca, ua, hla, cb, ub, hlb, g_s, g_t)
+    return (vn.add(g_ca, g_ca2), vn.add(vn.add(g_ua, g_ua2), vn.scale(g_near_a, s - hla)),
+            g_hla - g_s, vn.add(g_cb, g_cb2), vn.add(vn.add(g_ub, g_ub2),
+                                                      vn.scale(g_near_b, t - hlb)),
+            g_hlb - g_t, g_r_a, g_r_b)
 
 
 @leaf

@@ -12,7 +12,7 @@ from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
 from symphys.physics.kernels.shapes_numba import (box_box, box_corner, box_edge, box_point,
-                                                  capsule_edge_exists, segment_pair,
+                                                  capsule_edge_exists, segment_pair, segments_cross,
                                                   sphere_box_local)
 from symphys.physics.shapes import FAR
 
@@ -61,14 +61,26 @@ def _sphere_box(xa, r, xb, rot, h):
 
 
 @leaf
+def segment_normal(ca, ua, hla, cb, ub, hlb, s, t, near_a, near_b):
+    """(n, distance, crossing) of two segments' closest points
+    (`shapes.segment_normal`)."""
+    if segments_cross(vn.dot(ua, ub), s, t, hla, hlb):
+        c = vn.normalize(vn.cross(ua, ub))[0]
+        along = vn.dot(vn.sub(ca, cb), c)
+        side = 1.0 if along >= 0.0 else -1.0
+        return vn.scale(c, side), side * along, True
+    unit, dist = vn.normalize(vn.sub(near_a, near_b))
+    return (UP if dist <= vn.EPS else unit), dist, False
+
+
+@leaf
 def segments(ca, ua, hla, cb, ub, hlb, r_a, r_b):
     """Two rounded segments (centres c, unit axes u, half lengths hl, radii
     r): (gap, n, surface point of a, surface point of b, s, t)."""
     s, t, _ = segment_pair(ca, ua, hla, cb, ub, hlb)
     near_a = vn.add(ca, vn.scale(ua, s - hla))
     near_b = vn.add(cb, vn.scale(ub, t - hlb))
-    unit, dist = vn.normalize(vn.sub(near_a, near_b))
-    n = UP if dist <= vn.EPS else unit
+    n, dist, _ = segment_normal(ca, ua, hla, cb, ub, hlb, s, t, near_a, near_b)
     return (dist - r_a - r_b, n, vn.sub(near_a, vn.scale(n, r_a)),
             vn.add(near_b, vn.scale(n, r_b)), s, t)
 

@@ -44,10 +44,17 @@ def segment_pair(xa, ua, hla, xb, ub, hlb):
 
 
 def segments(ca, ua, hla, cb, ub, hlb, r_a, r_b):
-    """(gap, n, surface point of a, of b) of `contacts_numba.segments`."""
+    """(gap, n, surface point of a, of b) of `contacts_numba.segments`; the
+    normal of crossing segments from u_a x u_b (`shapes.segment_normal`)."""
     s, t = segment_pair(ca, ua, hla, cb, ub, hlb)
     near_a, near_b = ca + scale(ua, s - hla), cb + scale(ub, t - hlb)
-    n, dist = normalize(near_a - near_b, fallback=unit(2, ca))
+    n_gen, dist_gen = normalize(near_a - near_b, fallback=unit(2, ca))
+    c = normalize(cross(ua, ub))[0]
+    along = dot(ca - cb, c)
+    crossing = shapes.segments_cross(dot(ua, ub), s, t, hla, hlb)
+    side = jnp.where(along >= 0.0, 1.0, -1.0)
+    n = jnp.where(crossing[:, None], scale(c, side), n_gen)
+    dist = jnp.where(crossing, side * along, dist_gen)
     return dist - r_a - r_b, n, near_a - scale(n, r_a), near_b + scale(n, r_b)
 
 

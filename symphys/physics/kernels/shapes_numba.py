@@ -20,6 +20,7 @@ ZERO = (0.0, 0.0, 0.0)
 EDGE_OWNS = np.array(shapes.EDGE_OWNS)
 _edge_exists = leaf(shapes.capsule_edge_exists)
 reference_corner_exists = leaf(shapes.reference_corner_exists)
+segments_cross = leaf(shapes.segments_cross)
 
 
 @leaf
