@@ -28,7 +28,7 @@ from symphys.physics import drives
 from symphys.physics.algebra import quat_to_mat_array
 from symphys.physics.contacts import contact_blocks
 from symphys.physics.joints import articulated_bodies
-from symphys.scene.elements import CONTACT_KINDS, GROUND, MotorMode
+from symphys.scene.elements import MotorMode
 from symphys.scene.scene import Scene
 
 ITERATIONS = 4
@@ -42,8 +42,6 @@ REST_QUATERNIONS = ((1.0, 0.0, 0.0, 0.0), (0.5, 0.5, 0.5, 0.5), (0.5, -0.5, -0.5
 _SUPPORTED = {("sphere", "sphere"), ("sphere", "box"), ("box", "sphere"),
               ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"),
               ("capsule", "box"), ("box", "capsule"), ("box", "box")}
-# Shape pairs with a contact routine in this order (a world geom must be b).
-_ORDERED = {(s.value, "ground" if t == GROUND else t.value) for s, t in CONTACT_KINDS}
 # Geoms per generated scene, and contact pairs involving them.
 MAX_GEOMS, MAX_GEOM_PAIRS = 2, 3
 _AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0),
@@ -294,7 +292,7 @@ def _random_geoms(d, b, bodies, ground: bool, height: float, rolling: bool) -> l
                 if owner == o_owner:
                     continue
                 moving, fixed = (other, name) if owner == "world" else (name, other)
-                if (shape_of[moving], shape_of[fixed]) in _ORDERED:
+                if (shape_of[moving], shape_of[fixed]) in _SUPPORTED:
                     pairs.append((moving, fixed))
             elif (shape_of[name], shape_of[other]) in _SUPPORTED:
                 pairs.append((name, other))

@@ -104,6 +104,7 @@ def _min_gap(case, state):
     gap = contact_geometry(jnp.asarray(c[:, Item.KIND]), jnp.asarray(c[:, Item.SUB]),
                            jnp.asarray(c[:, Item.A]), jnp.asarray(c[:, Item.B]),
                            jnp.asarray(c[:, Item.GA]), jnp.asarray(c[:, Item.GB]),
+                           jnp.asarray(c[:, Item.FLIP]),
                            jnp.asarray(state[0, :, STATE.position]),
                            jnp.asarray(state[0, :, STATE.rotation].reshape(n, 3, 3)),
                            jnp.asarray(case.inputs["body"][0]),

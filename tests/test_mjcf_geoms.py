@@ -145,3 +145,67 @@ def test_a_tilted_plane_of_the_world_holds_a_box_as_mujocos_does():
     assert np.abs(mine - start).max() < 1e-4 and np.abs(d.xipos[1] - start).max() < 5e-3
     assert float(mine @ normal) == pytest.approx(0.1, abs=1e-4)
     assert float(d.xipos[1] @ normal) == pytest.approx(0.1, abs=1e-3)
+
+
+FIXED_ROUND = """
+<mujoco><option timestep="0.002"/><worldbody>
+  <geom name="rail1" type="capsule" fromto="-0.3 -0.06 0.5 0.3 -0.06 0.5" size="0.02"/>
+  <geom name="rail2" type="capsule" fromto="-0.3 0.06 0.5 0.3 0.06 0.5" size="0.02"/>
+  <geom name="trough1" type="capsule" fromto="-0.2 0.95 0.5 0.2 0.95 0.5" size="0.02"/>
+  <geom name="trough2" type="capsule" fromto="-0.2 1.05 0.5 0.2 1.05 0.5" size="0.02"/>
+  <geom name="foot1" type="sphere" pos="1 0.08 0.5" size="0.03"/>
+  <geom name="foot2" type="sphere" pos="0.92 -0.06 0.5" size="0.03"/>
+  <geom name="foot3" type="sphere" pos="1.08 -0.06 0.5" size="0.03"/>
+  <body name="cart" pos="0.02 0.01 0.6" euler="0 0 15"><freejoint/>
+    <geom name="cart" type="box" size="0.1 0.1 0.05"/></body>
+  <body name="ball" pos="0.03 1.0 0.6"><freejoint/>
+    <geom name="ball" type="sphere" size="0.05"/></body>
+  <body name="tile" pos="1 0 0.6" euler="0 0 30"><freejoint/>
+    <geom name="tile" type="box" size="0.12 0.12 0.05"/></body>
+</worldbody></mujoco>"""
+
+
+def test_boxes_and_a_ball_rest_on_fixed_capsules_and_spheres_as_mujocos_do():
+    """A moving box against a fixed capsule or sphere, and a moving sphere
+    against a fixed capsule, keep the moving one as a (their routines take
+    the two swapped): a cart on two capsule rails rests at rail height +
+    radius + half height, a ball in a trough of two capsules at
+    sqrt((r + r_ball)^2 - (gap / 2)^2) above their axes, a tile on three
+    fixed balls at ball top + half height; MuJoCo (soft contacts, 1 s)
+    within its sink of 1 mm."""
+    scene = sp.load_mjcf(FIXED_ROUND)
+    pairs = {(p.a, p.b) for p in scene.contacts}
+    assert {("cart", "rail1"), ("cart", "rail2"), ("ball", "trough1"), ("ball", "trough2"),
+            ("tile", "foot1"), ("tile", "foot2"), ("tile", "foot3")} <= pairs
+    assert all(a in ("cart", "ball", "tile") for a, _ in pairs)
+    traj = sp.simulate(dataclasses.replace(scene, dt=0.004), 250)
+    m = mujoco.MjModel.from_xml_string(FIXED_ROUND)
+    d = mujoco.MjData(m)
+    for _ in range(500):
+        mujoco.mj_step(m, d)
+    want = {"cart": 0.5 + 0.02 + 0.05, "ball": 0.5 + np.sqrt(0.07 ** 2 - 0.05 ** 2),
+            "tile": 0.5 + 0.03 + 0.05}
+    for name, height in want.items():
+        assert traj.position[name][-1][2] == pytest.approx(height, abs=1e-5), name
+        assert d.xipos[m.body(name).id][2] == pytest.approx(height, abs=1e-3), name
+        assert np.abs(traj.velocity[name][-1]).max() < 1e-3, name
+
+
+def test_gradient_through_a_box_on_fixed_capsules_matches_central_differences():
+    """d(the cart's height after it lands)/d(one rail's radius): the cart
+    tilts onto the thicker rail, its centre rising by half the growth;
+    against central differences in float64."""
+    scene = dataclasses.replace(sp.load_mjcf(FIXED_ROUND), dt=0.005)
+    steps = 80
+
+    def f(radius):
+        traj = sp.simulate(scene, steps, params={"rail1.radius": radius})
+        return traj.position["cart"][-1, 2]
+
+    value, grads = sp.value_and_grad(scene, steps, lambda tr: tr.position["cart"][-1, 2],
+                                     wrt=["rail1.radius"])
+    r0, h = scene.geoms[0].radius, 1e-6
+    assert value == pytest.approx(f(r0), rel=1e-12)
+    fd = (f(r0 + h) - f(r0 - h)) / (2 * h)
+    assert grads["rail1.radius"] == pytest.approx(fd, rel=1e-5, abs=1e-8)
+    assert fd == pytest.approx(0.5, abs=0.1)

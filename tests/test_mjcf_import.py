@@ -173,10 +173,6 @@ def test_gradients_of_an_imported_link_length_and_gain_match_central_differences
      "size='.1 .2'/></body></worldbody></mujoco>", "geom 'c'", "cylinders_as_capsules"),
     ("<mujoco><worldbody><body name='a'><freejoint/><geom name='e' type='ellipsoid' "
      "size='.1 .2 .3'/></body></worldbody></mujoco>", "geom 'e'", "ellipsoid"),
-    ("<mujoco><worldbody><geom type='plane' size='5 5 1'/><geom name='r' type='capsule' "
-     "size='.05 .5'/><body name='a' pos='0 0 1'><freejoint/><geom name='s' type='box' "
-     "size='.1 .1 .1'/></body></worldbody></mujoco>", "geom 'r'",
-     "fixed capsule and a moving box"),
     ("<mujoco><worldbody><body name='a'><joint name='h' type='hinge'/><geom type='sphere' "
      "size='.1'/></body></worldbody><actuator><cylinder name='p' joint='h'/>"
      "</actuator></mujoco>", "actuator 'p'", "dynamics"),

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from symphys.errors import ParameterError, SceneError
+from symphys.physics.contacts import contact_blocks
 from symphys.scene.builder import SceneBuilder
-from symphys.scene.elements import Geom, Shape
+from symphys.scene.elements import ContactKind, Geom, Shape
 from symphys.scene.reader import load_scene, overriding, scene_from_dict
 from symphys.scene.writer import scene_to_dict, write_scene
 
@@ -166,13 +167,16 @@ def test_two_world_geoms_cannot_touch():
     assert "'post' and 'wall' are both fixed to the world; neither moves" in _error(doc)
 
 
-def test_a_world_sphere_cannot_be_b_of_a_box():
-    """sphere-box has the sphere as a, but a world geom must be b."""
+def test_a_box_against_a_world_sphere_keeps_the_box_as_a():
+    """sphere-box takes the sphere first, but a world geom is always b: the
+    pair stays (crate, post) and its block takes the two swapped."""
     doc = _doc()
     doc["geoms"].append({"name": "post", "body": "world", "shape": "sphere", "radius": 0.1})
-    doc["contacts"] = [{"a": "crate", "b": "post"}]
-    msg = _error(doc)
-    assert "contact box-sphere is not supported with 'post' fixed to the world" in msg, msg
+    doc["contacts"] = [{"a": "post", "b": "crate"}]
+    scene = _read(doc)
+    assert [(p.a, p.b) for p in scene.contacts] == [("crate", "post")]
+    (block,) = contact_blocks(scene)
+    assert (block.kind, block.flip) == (ContactKind.SPHERE_BOX, True)
 
 
 def test_auto_contacts_with_geoms():
@@ -186,11 +190,12 @@ def test_auto_contacts_with_geoms():
         ("foot", "ground"), ("pad", "ground"), ("lid", "ground"),
         # colliders on different bodies, at least one a geom
         ("leg", "lid"), ("foot", "crate"), ("crate", "pad"), ("lid", "foot"), ("lid", "pad"),
-        # moving colliders against world geoms (the boxes crate and pad have no
-        # pair with a world sphere: sphere-box needs the sphere as a)
+        # every moving collider against every world geom (the boxes crate and pad
+        # too against the world sphere: the step swaps them for sphere-box)
         ("leg", "wall"), ("crate", "wall"), ("foot", "wall"), ("pad", "wall"),
         ("lid", "wall"),
-        ("leg", "post"), ("foot", "post"), ("lid", "post"),
+        ("leg", "post"), ("crate", "post"), ("foot", "post"), ("pad", "post"),
+        ("lid", "post"),
     ]
 
 

@@ -21,7 +21,7 @@ from symphys.physics.model import BodyArrays, WorldArrays
 from symphys.physics.shapes import (BOX_BOX_POINTS, FAR, ball_box, box_axes, box_box, box_corner,
                                     box_edge, box_point, capsule_edge_exists, edge_owns_corner,
                                     segment_normal, segment_params, segments_cross)
-from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, ContactKind
+from symphys.scene.elements import GROUND, WORLD, ContactKind, contact_kind
 from symphys.scene.scene import Scene
 
 STATIC = -1
@@ -33,7 +33,8 @@ class ContactBlock:
     each side (b: STATIC for the ground and the world's geoms) and the
     geom each pair collides on that side (`geoms.OWN`: the body's own
     shape, or the ground). A block's sides are each all own shapes or all
-    geoms."""
+    geoms. flip: the kind's routine takes b's side first (a moving box
+    against a fixed capsule: `contact_kind`)."""
 
     kind: ContactKind
     point: int
@@ -41,6 +42,7 @@ class ContactBlock:
     b: tuple[int, ...]
     ga: tuple[int, ...]
     gb: tuple[int, ...]
+    flip: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,11 +110,11 @@ def contact_blocks(scene: Scene) -> list[ContactBlock]:
     for pair in scene.contacts:
         a, ga, shape_a = _collider(scene, pair.a)
         b, gb, shape_b = _collider(scene, pair.b)
-        key = (CONTACT_KINDS[(shape_a, shape_b)], ga != OWN, gb != OWN)
+        key = (*contact_kind(shape_a, shape_b), ga != OWN, gb != OWN)
         groups.setdefault(key, []).append((a, b, ga, gb))
     order = {kind: i for i, kind in enumerate(ContactKind)}
     blocks = []
-    for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2])):
+    for key in sorted(groups, key=lambda k: (order[k[0]], *k[1:])):
         kind, pairs = key[0], groups[key]
         for point in range(POINTS[kind]):
             remaining = list(pairs)
@@ -125,7 +127,8 @@ def contact_blocks(scene: Scene) -> list[ContactBlock]:
                         continue
                     used.update({a, b} - {STATIC})
                     block.append(pair)
-                blocks.append(ContactBlock(kind, point, *(tuple(x) for x in zip(*block))))
+                blocks.append(ContactBlock(kind, point, *(tuple(x) for x in zip(*block)),
+                                           flip=key[1]))
                 remaining = rest
     return blocks
 
@@ -175,8 +178,11 @@ def contact_geometry(block: ContactBlock, bodies: BodyArrays, world: WorldArrays
     b = (None if block.gb[0] == OWN and block.b[0] == STATIC
          else _side(block.b, block.gb, bodies, geoms, position, rotation, n_bodies))
     mu, e = _combine(a, b, world)
-    pair = _Pair(block, world, a, b, mu, e, {} if shared is None else shared)
+    first, second = (b, a) if block.flip else (a, b)
+    pair = _Pair(block, world, first, second, mu, e, {} if shared is None else shared)
     geom = COLLIDERS[block.kind][0](pair)
+    if block.flip:
+        geom = replace(geom, normal=geom.normal.scale(-1.0), ra=geom.rb, rb=geom.ra)
     # Lever arms from the bodies' centres; none on a static side.
     if a.offset is not None:
         geom = replace(geom, ra=geom.ra + a.offset)

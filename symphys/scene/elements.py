@@ -75,6 +75,17 @@ CONTACT_KINDS: dict[tuple, ContactKind] = {
 }
 
 
+def contact_kind(shape_a, shape_b) -> tuple[ContactKind, bool] | None:
+    """The routine of a against b (a shape or GROUND) and whether it takes
+    the two the other way round (b first, as a fixed capsule against a
+    moving box: the step swaps them back); None when no routine takes them."""
+    if (shape_a, shape_b) in CONTACT_KINDS:
+        return CONTACT_KINDS[(shape_a, shape_b)], False
+    if (shape_b, shape_a) in CONTACT_KINDS:
+        return CONTACT_KINDS[(shape_b, shape_a)], True
+    return None
+
+
 class ContactModel(enum.Enum):
     IMPULSE = "impulse"     # velocity-level rows in the Gauss-Seidel solver (stiff)
     PENALTY = "penalty"     # spring-damper force k d - c v_n once the depth d > 0

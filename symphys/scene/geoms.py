@@ -1,8 +1,11 @@
 """Reading a scene file's geoms (`Geom`) and its contact pairs, which name
 colliders: a body (its own shape), a geom, or the ground.
 
-A pair is stored oriented: (shape of a, shape of b or GROUND) is a key of
-`CONTACT_KINDS`, and a geom fixed to the world is always b.
+A pair is stored oriented: a geom fixed to the world is always b, and
+otherwise (shape of a, shape of b or GROUND) is a key of `CONTACT_KINDS`;
+a moving box against a fixed capsule or sphere, or a moving sphere
+against a fixed capsule, keeps the moving one as a and its routine takes
+the two swapped (`contact_kind`).
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from symphys.errors import SceneError, closest
-from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, ContactPair, Geom, Shape
+from symphys.scene.elements import (CONTACT_KINDS, GROUND, WORLD, ContactPair, Geom, Shape,
+                                    contact_kind)
 from symphys.scene.fields import GEOM_KEYS, Fields, named_items, quaternion, shape_and_sizes
 
 
@@ -64,15 +68,16 @@ def _colliders(bodies, geoms) -> dict[str, _Collider]:
 
 
 def _oriented(a: _Collider, b: _Collider) -> ContactPair | None:
-    """The pair of two colliders in the order `CONTACT_KINDS` has it (a
-    world geom as b), or None when no contact routine takes them so."""
+    """The pair of two colliders, a world geom as b and otherwise in the
+    order `CONTACT_KINDS` has it (a moving box against a fixed capsule
+    stays so: `contact_kind` says its routine takes them swapped), or None
+    when no contact routine takes them."""
     if a.owner == WORLD:
         a, b = b, a
-    if (a.shape, b.shape) in CONTACT_KINDS:
-        return ContactPair(a.name, b.name)
-    if b.owner != WORLD and (b.shape, a.shape) in CONTACT_KINDS:
-        return ContactPair(b.name, a.name)
-    return None
+    if b.owner != WORLD and (b.shape, a.shape) in CONTACT_KINDS \
+            and (a.shape, b.shape) not in CONTACT_KINDS:
+        a, b = b, a
+    return ContactPair(a.name, b.name) if contact_kind(a.shape, b.shape) else None
 
 
 def auto_contacts(bodies, has_ground: bool, joints=(), geoms=()) -> tuple[ContactPair, ...]:
@@ -143,11 +148,8 @@ def read_contacts(doc, source: str, bodies, has_ground, joints=(),
             pair = _oriented(one, two)
         if pair is None:
             kinds = f"{one.shape.value}-{getattr(two.shape, 'value', GROUND)}"
-            why = (f"contact {kinds} is not supported with '{b if two.owner == WORLD else a}'"
-                   " fixed to the world (a world geom is always b of its pair)"
-                   if WORLD in (one.owner, two.owner) and two is not ground
-                   else f"contact {kinds} is not supported")
-            r.fail("b", why + "; supported: " + ", ".join(k.value for k in CONTACT_KINDS.values()))
+            r.fail("b", f"contact {kinds} is not supported; supported: "
+                   + ", ".join(k.value for k in CONTACT_KINDS.values()))
         key = frozenset((a, b))
         if key in seen:
             r.fail("b", f"pair {pair.a}-{pair.b} listed twice")

@@ -13,15 +13,16 @@ from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import geoms_numba as geo
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.contact_geometry_numba_grad import tangent_basis_vjp
-from symphys.physics.kernels.geoms_numba_grad import side_geometry_vjp
 from symphys.physics.kernels.geometry_numba_grad import angular_row_vjp, clip_vjp, point_row_vjp
+from symphys.physics.kernels.geoms_numba_grad import side_geometry_vjp
 from symphys.physics.kernels.joints_numba import point_row
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, FREQUENCY, FRICTION, G_FRICTION,
                                                 G_RESTITUTION, G_ROLL, GAMMA, HEIGHT, I_A, I_B,
-                                                I_GA, I_GB, I_KIND, I_ROW, I_SUB, MASS, MU, O_DT,
-                                                O_ROLLING, O_SOFT, O_THRESHOLD, RESTITUTION, ROLL,
-                                                ROW_WIDTH, TARGET, normal_target, restitutions)
+                                                I_FLIP, I_GA, I_GB, I_KIND, I_ROW, I_SUB, MASS, MU,
+                                                O_DT, O_ROLLING, O_SOFT, O_THRESHOLD, RESTITUTION,
+                                                ROLL, ROW_WIDTH, TARGET, normal_target,
+                                                restitutions)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")
@@ -138,7 +139,8 @@ def contact_vjp(s, body, geom, world, options, contacts, articulated, inv_i, vel
     for c in range(n_c):      # the first pass, taped
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
         gap, nrm, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, contacts[c, I_GA],
-                                             contacts[c, I_GB], s, body, geom, height, cs, cb)
+                                             contacts[c, I_GB], contacts[c, I_FLIP], s, body,
+                                             geom, height, cs, cb)
         row[:] = 0.0
         m0s[c] = point_row(row, nrm, ra, rb, a, b, body, inv_i)
         v0 = 0.0
@@ -171,8 +173,9 @@ def contact_vjp(s, body, geom, world, options, contacts, articulated, inv_i, vel
     for c in range(n_c - 1, -1, -1):
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
         ga, gb = contacts[c, I_GA], contacts[c, I_GB]
-        gap, nrm, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, ga, gb, s, body,
-                                             geom, height, cs, cb)
+        flip = contacts[c, I_FLIP]
+        gap, nrm, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, ga, gb, flip, s,
+                                             body, geom, height, cs, cb)
         gg, gv0 = g_gap[c], g_v0[c]
         if reach[c] > 0:
             approach = -v0s[c] * dt
@@ -239,6 +242,6 @@ def contact_vjp(s, body, geom, world, options, contacts, articulated, inv_i, vel
                                             g_body, g_inv_i)
         g_n = vn.add(g_n, g_d)
         g_ra, g_rb = vn.add(g_ra, g_ra_k), vn.add(g_rb, g_rb_k)
-        g_world[HEIGHT] += side_geometry_vjp(kind, contacts[c, I_SUB], a, b, ga, gb, s, body,
-                                             geom, gg, g_n, g_ra, g_rb, g_s, g_body, g_geom, cs,
-                                             cb, gcs, gcb)
+        g_world[HEIGHT] += side_geometry_vjp(kind, contacts[c, I_SUB], a, b, ga, gb, flip, s,
+                                             body, geom, gg, g_n, g_ra, g_rb, g_s, g_body, g_geom,
+                                             cs, cb, gcs, gcb)

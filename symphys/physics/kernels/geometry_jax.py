@@ -62,14 +62,36 @@ def _side(i, g, x, rot, body, geom):
             jnp.where(is_geom[:, None], geom[gg, :BODY.width], row), offset)
 
 
-def contact_geometry(kind, point, a, b, ga, gb, x, rot, body, geom, world):
+def _materials(row_a, row_b, on_ground, world):
+    """Friction sqrt(mu_a mu_b), restitution max, rolling friction max (K,)
+    of two sides' rows (b the ground where on_ground)."""
+    def other(name, ground_name):
+        return jnp.where(on_ground, world[WORLD.at(ground_name)], row_b[:, BODY.at(name)])
+
+    prod = row_a[:, BODY.at("friction")] * other("friction", "ground_friction")
+    ok = prod > 0
+    mu = jnp.where(ok, jnp.sqrt(jnp.where(ok, prod, 1.0)), 0.0)
+    e = maximum(row_a[:, BODY.at("restitution")], other("restitution", "ground_restitution"))
+    roll = maximum(row_a[:, BODY.at("rolling_friction")],
+                   other("rolling_friction", "ground_rolling_friction"))
+    return mu, e, roll
+
+
+def contact_geometry(kind, point, a, b, ga, gb, flip, x, rot, body, geom, world):
     """Per contact item (K,): gap (K,), normal, ra, rb (K, 3) (rb 0 for a
     static partner), friction, restitution, rolling friction (K,), every
     kind computed and the item's selected. b < 0: the ground, or a geom of
-    the world (gb >= 0); ga, gb: each side's geom (-1: the body's own shape)."""
+    the world (gb >= 0); ga, gb: each side's geom (-1: the body's own
+    shape); flip: the routine takes b's side first (`layout.Item.FLIP`)."""
     on_ground = (b < 0) & (gb < 0)
-    xa, ra_rot, row_a, off_a = _side(a, ga, x, rot, body, geom)
-    xb, rb_rot, row_b, off_b = _side(b, gb, x, rot, body, geom)
+    side_a = _side(a, ga, x, rot, body, geom)
+    side_b = _side(b, gb, x, rot, body, geom)
+    mu, e, roll = _materials(side_a[2], side_b[2], on_ground, world)
+    off_a, off_b = side_a[3], side_b[3]
+    turn = flip > 0
+    swap = lambda u, v: jnp.where(turn.reshape((-1,) + (1,) * (u.ndim - 1)), v, u)  # noqa: E731
+    xa, ra_rot, row_a = (swap(u, v) for u, v in zip(side_a[:3], side_b[:3]))
+    xb, rb_rot, row_b = (swap(v, u) for u, v in zip(side_a[:3], side_b[:3]))
     col_a = lambda name: row_a[:, BODY.at(name)]       # noqa: E731
     col_b = lambda name: row_b[:, BODY.at(name)]       # noqa: E731
     r_a, r_b = col_a("radius"), col_b("radius")
@@ -127,19 +149,10 @@ def contact_geometry(kind, point, a, b, ga, gb, x, rot, body, geom, world):
         out = [jnp.where(sel if o.ndim == 1 else sel[:, None], p, o)
                for o, p in zip(out, parts)]
     gap, n, ra, rb = out
+    n = jnp.where(turn[:, None], -n, n)
+    ra, rb = swap(ra, rb), swap(rb, ra)
     ra = ra + off_a
     rb = jnp.where((b >= 0)[:, None], rb + off_b, 0.0)
-
-    # materials: friction sqrt(mu_a mu_b), restitution max, rolling max
-    def other(name, ground_name):
-        return jnp.where(on_ground, world[WORLD.at(ground_name)], col_b(name))
-
-    prod = col_a("friction") * other("friction", "ground_friction")
-    ok = prod > 0
-    mu = jnp.where(ok, jnp.sqrt(jnp.where(ok, prod, 1.0)), 0.0)
-    e = maximum(col_a("restitution"), other("restitution", "ground_restitution"))
-    roll = maximum(col_a("rolling_friction"),
-                   other("rolling_friction", "ground_rolling_friction"))
     return gap, n, ra, rb, mu, e, roll
 
 

@@ -6,7 +6,9 @@ A contact item names each side's body and geom (`layout.Item.GA`, `GB`;
 two-row scratch state (2, 18) and scratch body rows (2, BODY.width) (its
 pose x + R p, R R_l; its `GEOM` row, whose first columns are BODY's), and
 the ordinary per-pair geometry (`contacts_numba.geometry`) runs on those;
-lever arms then gain the geom's offset from its body's centre. The
+lever arms then gain the geom's offset from its body's centre. An item
+whose routine takes b's side first (`Item.FLIP`) has its sides written
+the other way round, and its normal and lever arms turned back. The
 pullback runs the geometry's pullback on the scratch rows and carries
 their cotangents back to the body's state and the geom's row
 (`geoms_numba_grad`).
@@ -79,20 +81,24 @@ def _moved(r, k, i, cs, s):
 
 
 @leaf
-def side_geometry(kind, point, a, b, ga, gb, s, body, geom, height, cs, cb):
+def side_geometry(kind, point, a, b, ga, gb, flip, s, body, geom, height, cs, cb):
     """`contacts_numba.geometry` of one contact point whose sides may be
-    geoms: (gap, normal, ra, rb), lever arms from the bodies' centres (rb
-    is unused on a static side)."""
-    if ga < 0 and gb < 0:
+    geoms, or which its routine takes b first (flip): (gap, normal, ra, rb),
+    lever arms from the bodies' centres (rb is unused on a static side)."""
+    if ga < 0 and gb < 0 and not flip:
         return cn.geometry(kind, point, a, b, s, body, height)
-    put_side(0, a, ga, s, body, geom, cs, cb)
-    other = -1
+    ka = 1 if flip else 0
+    put_side(ka, a, ga, s, body, geom, cs, cb)
+    second = -1
     if b >= 0 or gb >= 0:
-        put_side(1, b, gb, s, body, geom, cs, cb)
-        other = 1
-    gap, n, ra, rb = cn.geometry(kind, point, 0, other, cs, cb, height)
+        put_side(1 - ka, b, gb, s, body, geom, cs, cb)
+        second = 1
+    gap, n, r0, r1 = cn.geometry(kind, point, 0, second, cs, cb, height)
+    ra, rb = (r1, r0) if flip else (r0, r1)
+    if flip:
+        n = vn.scale(n, -1.0)
     if ga >= 0:
-        ra = _moved(ra, 0, a, cs, s)
+        ra = _moved(ra, ka, a, cs, s)
     if gb >= 0 and b >= 0:
-        rb = _moved(rb, 1, b, cs, s)
+        rb = _moved(rb, 1 - ka, b, cs, s)
     return gap, n, ra, rb

@@ -41,34 +41,36 @@ def _scatter_side(k, i, g, s, geom, gcs, gcb, g_s, g_body, g_geom):
 
 
 @leaf
-def side_geometry_vjp(kind, point, a, b, ga, gb, s, body, geom, g_gap, g_n, g_ra, g_rb, g_s,
-                      g_body, g_geom, cs, cb, gcs, gcb):
+def side_geometry_vjp(kind, point, a, b, ga, gb, flip, s, body, geom, g_gap, g_n, g_ra, g_rb,
+                      g_s, g_body, g_geom, cs, cb, gcs, gcb):
     """Pullback of `side_geometry`: adds into g_s (N, 18), g_body
     (N, BODY.width) and g_geom (G, GEOM.width); returns the ground height's
     cotangent. Scratch: cs, gcs (2, 18), cb, gcb (2, BODY.width)."""
-    if ga < 0 and gb < 0:
+    if ga < 0 and gb < 0 and not flip:
         return cgg.geometry_vjp(kind, point, a, b, s, body, g_gap, g_n, g_ra, g_rb, g_s,
                                 g_body)
-    put_side(0, a, ga, s, body, geom, cs, cb)
-    other = -1
+    ka = 1 if flip else 0
+    put_side(ka, a, ga, s, body, geom, cs, cb)
+    second = -1
     if b >= 0 or gb >= 0:
-        put_side(1, b, gb, s, body, geom, cs, cb)
-        other = 1
+        put_side(1 - ka, b, gb, s, body, geom, cs, cb)
+        second = 1
     gcs[:, :] = 0.0
     gcb[:, :] = 0.0
     if b < 0:
         g_rb = (0.0, 0.0, 0.0)      # no row reads a static side's lever arm
-    g_height = cgg.geometry_vjp(kind, point, 0, other, cs, cb, g_gap, g_n, g_ra, g_rb, gcs,
-                                gcb)
+    g_r0, g_r1 = (g_rb, g_ra) if flip else (g_ra, g_rb)
+    g_height = cgg.geometry_vjp(kind, point, 0, second, cs, cb, g_gap,
+                                vn.scale(g_n, -1.0) if flip else g_n, g_r0, g_r1, gcs, gcb)
     if ga >= 0:
         for j in range(3):
-            gcs[0, X + j] += g_ra[j]
+            gcs[ka, X + j] += g_ra[j]
             g_s[a, X + j] -= g_ra[j]
     if gb >= 0 and b >= 0:
         for j in range(3):
-            gcs[1, X + j] += g_rb[j]
+            gcs[1 - ka, X + j] += g_rb[j]
             g_s[b, X + j] -= g_rb[j]
-    _scatter_side(0, a, ga, s, geom, gcs, gcb, g_s, g_body, g_geom)
-    if other == 1:
-        _scatter_side(1, b, gb, s, geom, gcs, gcb, g_s, g_body, g_geom)
+    _scatter_side(ka, a, ga, s, geom, gcs, gcb, g_s, g_body, g_geom)
+    if second == 1:
+        _scatter_side(1 - ka, b, gb, s, geom, gcs, gcb, g_s, g_body, g_geom)
     return g_height

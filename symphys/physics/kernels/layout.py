@@ -116,6 +116,7 @@ class Item(enum.IntEnum):
     ROW = 7           # first row (-1: none)
     GA = 8            # contacts: a's geom (-1: a's own shape)
     GB = 9            # contacts: b's geom (-1: b's own shape, or the ground)
+    FLIP = 10         # contacts: 1 where the routine takes b's side first
 
 
 ITEM_COLUMNS = len(Item)
@@ -226,7 +227,7 @@ def build_layout(scene: Scene) -> StepLayout:
             friction = CONTACT_ROWS - 1 + (ROLLING_ROWS if rolling else 0)
             rows += [(a, b, int(Bound.FRICTION), first)] * friction
             contacts.append([CONTACT_CODES[block.kind], block.point, a, b, 0, 0, 0, first, ga,
-                             gb])
+                             gb, int(block.flip)])
 
     joints = []
     joint_consts = np.zeros((len(scene.joints), 4))

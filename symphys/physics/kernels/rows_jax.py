@@ -137,8 +137,9 @@ def _contact_rows(V, contacts, bodies, body, geom, world, articulated, options):
     two = b >= 0
     bi = jnp.where(two, b, 0)
     ga, gb = contacts[:, Item.GA], contacts[:, Item.GB]
-    gap, n, ra, rb, mu, e, roll = contact_geometry(kind, point, a, b, ga, gb, bodies.x,
-                                                   bodies.rot, body, geom, world)
+    gap, n, ra, rb, mu, e, roll = contact_geometry(kind, point, a, b, ga, gb,
+                                                   contacts[:, Item.FLIP], bodies.x, bodies.rot,
+                                                   body, geom, world)
     jac_a, jac_b, dir_a, dir_b, m_eff = bodies.row(n, cross(ra, n), cross(rb, n), a, b)
     vn0 = (jac_a * V[a]).sum(-1) + (jac_b * V[bi]).sum(-1)
     approach = -vn0 * dt

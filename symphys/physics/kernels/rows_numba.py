@@ -26,7 +26,7 @@ from symphys.scene.elements import JointType, MotorMode
 jit, leaf = vn.jit, vn.leaf
 I_KIND, I_SUB, I_A, I_B = int(Item.KIND), int(Item.SUB), int(Item.A), int(Item.B)
 I_INDEX, I_JOINT, I_AXIS, I_ROW = int(Item.INDEX), int(Item.JOINT), int(Item.AXIS), int(Item.ROW)
-I_GA, I_GB = int(Item.GA), int(Item.GB)
+I_GA, I_GB, I_FLIP = int(Item.GA), int(Item.GB), int(Item.FLIP)
 O_DT, O_FEEDBACK, O_THRESHOLD = int(Option.DT), int(Option.FEEDBACK), \
     int(Option.RESTITUTION_THRESHOLD)
 O_SOFT, O_GYRO, O_DAMPING, O_ROLLING = int(Option.SOFT_CONTACTS), int(Option.GYROSCOPIC), \
@@ -134,8 +134,8 @@ def contact_rows(s, body, geom, world, options, contacts, articulated, inv_i, ve
     for c in range(n_c):
         kind, a, b, r0 = contacts[c, I_KIND], contacts[c, I_A], contacts[c, I_B], contacts[c, I_ROW]
         ga, gb = contacts[c, I_GA], contacts[c, I_GB]
-        gap, n, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, ga, gb, s, body, geom,
-                                          height, cs, cb)
+        gap, n, ra, rb = geo.side_geometry(kind, contacts[c, I_SUB], a, b, ga, gb,
+                                          contacts[c, I_FLIP], s, body, geom, height, cs, cb)
         m = point_row(out[r0], n, ra, rb, a, b, body, inv_i)
         out[r0, MASS] = m
         v0 = 0.0
