@@ -207,6 +207,8 @@ def build_random_scene(d, max_bodies: int = 4, *, name: str = "random") -> Scene
                 lo = d.uniform(-2.5, 0.3) if kind == "hinge" else d.uniform(-0.4, 0.05)
                 fields["limits"] = [lo, lo + (d.uniform(0.05, 3.0) if kind == "hinge"
                                               else d.uniform(0.01, 0.6))]
+        if kind == "ball" and d.chance(0.5):       # a cone on the turn's angle
+            fields["limits"] = [0.0, d.uniform(0.02, 1.5)]
         if d.chance(0.25):
             fields["frequency"] = d.uniform(1.0, 30.0)
             if d.chance(0.7):

@@ -4,6 +4,8 @@ damping, friction loss, springs and armature (`convert_joints`)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from symphys.mjcf.converter import Converter, MjJoint, Obj
@@ -84,11 +86,10 @@ def convert_joints(c: Converter, kept: dict) -> list[dict]:
                "anchor": [float(x) for x in d.xanchor[j]]}
         dof = int(m.jnt_dofadr[j])
         if kind is MjJoint.BALL:
-            if m.jnt_limited[j]:
-                c.refuse(label, "attribute 'range' on a ball joint (a cone limit) is not "
-                         "supported")
             if float(m.dof_damping[dof]) or float(m.dof_frictionloss[dof]):
                 c.refuse(label, "damping or frictionloss on a ball joint is not supported")
+            if m.jnt_limited[j]:      # MuJoCo bounds the turn's angle by range[1]
+                doc["limits"] = [0.0, min(float(m.jnt_range[j][1]), math.pi)]
             docs.append({**doc, "type": JointType.BALL.value})
             continue
         doc.update(type=(JointType.HINGE if kind is MjJoint.HINGE else JointType.SLIDER).value,

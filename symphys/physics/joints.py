@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.physics.algebra import (Mat3, Vec3, cross, dot, matmul, matTvec, matvec, quat_to_mat,
-                                     rotation_coefficients, transpose)
+from symphys.physics.algebra import (Mat3, Vec3, cross, dot, matmul, matTvec, matvec, normalize,
+                                     quat_to_mat, rotation_coefficients, transpose)
 from symphys.physics.contacts import Gather
 from symphys.physics.model import State, _stack_bodies
 from symphys.physics.solver import (Mobility, RowBlock, RowGroup, RowKind, RowSpec, row_block,
@@ -291,11 +291,24 @@ def _pose(joints: tuple[int, ...], a, b, frames: JointFrames, state: State,
                  side_b, wa, wb)
 
 
+def ball_turn(pose: _Pose) -> tuple[object, Vec3]:
+    """(angle in [0, pi], unit world axis) of the turn taking the parent's
+    joint frame to the child's, E = Wa Wb^T: its skew part is sin(angle)
+    axis, (tr E - 1) / 2 its cosine (axis x where there is no turn)."""
+    e = matmul(pose.frame_a, transpose(pose.frame_b))
+    axis, sine = normalize(Vec3(0.5 * (e.zy - e.yz), 0.5 * (e.xz - e.zx), 0.5 * (e.yx - e.xy)),
+                           fallback=_X)
+    return pt.arctan2(sine, 0.5 * (e.xx + e.yy + e.zz - 1.0)), axis
+
+
 def coordinate(kind: JointType, pose: _Pose, axis: int = 0):
     """Joint coordinate q: hinge angle of the child about the axis from its
     initial pose (atan2, in (-pi, pi]); slider displacement along the axis.
     Universal joint: axis 0, the angle of the child's axis2 about the
-    parent's axis (as a hinge); axis 1, the child's turn about its axis2."""
+    parent's axis (as a hinge); axis 1, the child's turn about its axis2.
+    Ball joint: the angle of the child's turn (`ball_turn`)."""
+    if kind is JointType.BALL:
+        return ball_turn(pose)[0]
     if kind in (JointType.HINGE, JointType.UNIVERSAL) and axis == 0:
         return pt.arctan2(dot(pose.ref_a, pose.side_b), dot(pose.ref_a, pose.ref_b))
     if kind is JointType.UNIVERSAL:
@@ -382,7 +395,7 @@ def joint_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobili
     elif kind in (JointType.FIXED, JointType.SLIDER):
         for axis, comp in zip((_X, _Y, _Z), _rotation_error(pose)):
             turn(axis, comp)
-    if kind in (JointType.HINGE, JointType.SLIDER):
+    if kind in LIMITED:
         specs += _limit_specs(block, scene, pose, feedback, dt)
     return [row_group(specs, pose.ga, pose.gb, mob)]
 
@@ -412,7 +425,7 @@ def _point_spec(direction: Vec3, pose: _Pose, target, lower=None, keep=1.0) -> R
 
 def _axis_spec(kind: JointType, direction: Vec3, pose: _Pose, target, lower=None) -> RowSpec:
     """A row on the joint coordinate's rate along `direction` (+-axis)."""
-    if kind in (JointType.HINGE, JointType.UNIVERSAL):
+    if kind in (JointType.HINGE, JointType.UNIVERSAL, JointType.BALL):
         return RowSpec(None, direction, direction, target, lower)
     return _point_spec(direction, pose, target, lower)
 
@@ -421,19 +434,35 @@ def _limit_specs(block: JointBlock, scene: Scene, pose: _Pose, feedback: float,
                  dt: float) -> list[RowSpec]:
     """One-sided rows keeping q in [lo, hi]: for a slack s = q - lo (or
     hi - q) the row lets the joint approach by at most s within the step and
-    pushes a violated limit back with position-error feedback."""
-    limits = [scene.joints[j].limits for j in block.joints]
-    if all(lim is None for lim in limits):
+    pushes a violated limit back with position-error feedback. A ball
+    joint's cone has only its upper row binding, along the turn's axis."""
+    limits = [limit_range(scene.joints[j]) for j in block.joints]
+    if all(lim == NO_LIMIT for lim in limits):
         return []
-    inf = 1e30   # no limit on this joint: a slack that never binds
-    lo = np.array([lim[0] if lim else -inf for lim in limits])
-    hi = np.array([lim[1] if lim else inf for lim in limits])
+    lo, hi = np.array(limits).T
     q = coordinate(block.type, pose)
+    direction = ball_turn(pose)[1] if block.type is JointType.BALL else pose.axis_b
     specs = []
     for sign, slack in ((1.0, q - lo), (-1.0, hi - q)):
         target = pt.switch(slack < 0, -feedback * slack / dt, -slack / dt)
-        specs.append(_axis_spec(block.type, pose.axis_b.scale(sign), pose, target, lower=0.0))
+        specs.append(_axis_spec(block.type, direction.scale(sign), pose, target, lower=0.0))
     return specs
+
+
+# Joint types with limit rows, and the (lo, hi) slack bounds of a joint
+# without limits (a slack that never binds).
+LIMITED = (JointType.HINGE, JointType.SLIDER, JointType.BALL)
+NO_LIMIT = (-1e30, 1e30)
+
+
+def limit_range(joint) -> tuple[float, float]:
+    """(lo, hi) of a joint's limit rows: its limits, NO_LIMIT's without;
+    a ball joint's cone binds on its upper side only."""
+    if joint.limits is None:
+        return NO_LIMIT
+    if joint.type is JointType.BALL:
+        return NO_LIMIT[0], joint.limits[1]
+    return joint.limits
 
 
 def joint_rate(kind: JointType, pose: _Pose, v: Vec3, w: Vec3):

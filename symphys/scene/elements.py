@@ -267,7 +267,9 @@ class Joint:
 
     anchor and axis are world coordinates at the initial pose; the joint
     coordinate q (angle in rad, or slide in m) is 0 there. limits: (lo, hi)
-    on q or None; only hinges and sliders have limits. A universal joint
+    on q or None, on hinges and sliders; on a ball joint (0, largest turn):
+    a cone on the angle its child turns from its initial pose, about any
+    axis (MuJoCo's ball range). A universal joint
     (a 2-DOF hip or wrist) turns about `axis`, fixed in the parent, and
     `axis2` (perpendicular to it at the initial pose), fixed in the child;
     its coordinates q0, q1 are the angles about each. frequency (Hz) and

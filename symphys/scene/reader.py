@@ -179,7 +179,7 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
         universal = kind is JointType.UNIVERSAL
         has_axis = kind in (JointType.HINGE, JointType.SLIDER, JointType.PLANAR) or universal
         used = {"axis": has_axis, "axis2": universal,
-                "limits": kind in (JointType.HINGE, JointType.SLIDER)}
+                "limits": kind in (JointType.HINGE, JointType.SLIDER, JointType.BALL)}
         for key, ok in used.items():
             if r.has(key) and not ok:
                 hint = ("; bound its motors' command_range instead"
@@ -207,7 +207,7 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
                        f"springs, not a {kind.value} joint")
         joints.append(Joint(name=name, type=kind, parent=parent, child=child,
                             anchor=anchor, axis=axis,
-                            limits=value_range(r, "limits") if used["limits"] else None,
+                            limits=_limits(r, kind) if used["limits"] else None,
                             axis2=axis2, frequency=frequency,
                             damping=r.number("damping", 0.0, sign=Sign.NONNEGATIVE),
                             viscous_damping=r.number("viscous_damping", 0.0),
@@ -216,6 +216,18 @@ def _read_joints(doc, source: str, bodies) -> tuple[Joint, ...]:
                             spring_stiffness=r.number("spring_stiffness", 0.0),
                             spring_reference=r.number("spring_reference", 0.0, sign=None)))
     return tuple(joints)
+
+
+def _limits(r, kind: JointType) -> tuple[float, float] | None:
+    """A joint's `limits`: [lo, hi] on its coordinate; a ball joint's are
+    [0, the largest angle (rad, at most pi) its child turns from its
+    initial pose]."""
+    limits = value_range(r, "limits")
+    if kind is JointType.BALL and limits is not None and (limits[0] != 0.0
+                                                         or limits[1] > math.pi):
+        r.fail("limits", f"a ball joint's limits are [0, largest turn (rad, at most pi)], got "
+               f"{list(limits)}")
+    return limits
 
 
 def _read_motors(doc, source: str, joints) -> tuple[Motor, ...]:

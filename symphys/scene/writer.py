@@ -75,6 +75,8 @@ def _joint(joint: Joint) -> dict:
         names += ["limits", "viscous_damping", "dry_friction", "armature"]
         if joint.spring_stiffness or joint.spring_reference:
             names += ["spring_stiffness", "spring_reference"]
+    if joint.type is JointType.BALL and joint.limits is not None:
+        names.append("limits")
     if joint.frequency is not None:
         names += ["frequency", "damping"]
     return _fields(joint, names)

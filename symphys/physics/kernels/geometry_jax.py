@@ -190,6 +190,14 @@ def universal_angle(pose):
     return safe_atan2(dot(pose["axis_a"], across), dot(pose["axis_a"], pose["axis_b"]))
 
 
+def ball_turn(pose):
+    """(angle (K,), unit axis (K, 3)) of the child's joint frame's turn from
+    the parent's (`joints.ball_turn`): x where there is no turn."""
+    e = matmul(pose["wa"], jnp.swapaxes(pose["wb"], -1, -2))
+    axis, sine = normalize(rotation_error(pose), fallback=unit(0, pose["ra"]))
+    return safe_atan2(sine, 0.5 * (e[:, 0, 0] + e[:, 1, 1] + e[:, 2, 2] - 1.0)), axis
+
+
 def rotation_error(pose):
     """Skew part of Wa Wb^T (`joints._rotation_error`), (K, 3)."""
     e = matmul(pose["wa"], jnp.swapaxes(pose["wb"], -1, -2))

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.joints_numba import (ANCHOR_A, ANCHOR_B, DA, DB, FRAME_A, FRAME_B,
-                                                  HINGE, JA, JB, UNIVERSAL, _frame)
+from symphys.physics.kernels.joints_numba import (ANCHOR_A, ANCHOR_B, BALL, DA, DB, FRAME_A,
+                                                  FRAME_B, HINGE, JA, JB, UNIVERSAL, _frame,
+                                                  turn_parts)
 from symphys.physics.kernels.layout import BODY, STATE
 from symphys.physics.kernels.solve_numba_grad import rotation_coefficients_grad
 
@@ -192,7 +193,7 @@ def angular_row_vjp(g_row, g_m, d, a, b, inv_i, g_inv_i):
 @leaf
 def axis_row_vjp(g_row, g_m, kind, d, pose, a, b, body, inv_i, g_body, g_inv_i, gp):
     """g_d of `joints_numba.axis_row`; the lever arms' cotangents go to gp."""
-    if kind == HINGE or kind == UNIVERSAL:
+    if kind == HINGE or kind == UNIVERSAL or kind == BALL:
         return angular_row_vjp(g_row, g_m, d, a, b, inv_i, g_inv_i)
     g_d, g_ra, g_rb = point_row_vjp(g_row, g_m, d, pose[0], pose[1], a, b, body, inv_i, g_body,
                                     g_inv_i)
@@ -257,6 +258,24 @@ def _atan2_vjp(y, x, g):
     if r2 > 0:
         return g * x / r2, -g * y / r2
     return 0.0, 0.0
+
+
+@leaf
+def ball_turn_vjp(wa, wb, g_angle, g_axis, gp):
+    """Adds the cotangents of `joints_numba.ball_turn`'s inputs (Wa, Wb)
+    into gp, given those of its angle and axis."""
+    v, cosine = turn_parts(wa, wb)
+    sine = vn.safe_norm(v)
+    g_sine, g_cos = _atan2_vjp(sine, cosine, g_angle)
+    g_v = normalize_vjp(v, g_axis if sine > vn.EPS else (0.0, 0.0, 0.0), g_sine)
+    h = 0.5 * g_cos
+    g_e = (h, -0.5 * g_v[2], 0.5 * g_v[1], 0.5 * g_v[2], h, -0.5 * g_v[0], -0.5 * g_v[1],
+           0.5 * g_v[0], h)
+    ga = vn.matmul(g_e, wb)
+    gb = vn.matmul(vn.transpose(g_e), wa)
+    for k in range(9):
+        gp[P_WA, k] += ga[k]
+        gp[P_WB, k] += gb[k]
 
 
 @leaf

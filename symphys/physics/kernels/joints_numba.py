@@ -20,6 +20,8 @@ INV_MASS = BODY.at("inv_mass")
 ANCHOR_A, ANCHOR_B = JOINT.at("anchor_a"), JOINT.at("anchor_b")
 FRAME_A, FRAME_B = JOINT.at("frame_a"), JOINT.at("frame_b")
 HINGE, UNIVERSAL = JOINT_CODES[JointType.HINGE], JOINT_CODES[JointType.UNIVERSAL]
+BALL = JOINT_CODES[JointType.BALL]
+X_AXIS = (1.0, 0.0, 0.0)
 
 
 @leaf
@@ -63,9 +65,9 @@ def angular_row(row, d, a, b, inv_i):
 
 @leaf
 def axis_row(row, kind, d, pose, a, b, body, inv_i):
-    """A row on a joint coordinate's rate along d: angular for hinges and
-    universal joints, on the anchors' velocity for sliders."""
-    if kind == HINGE or kind == UNIVERSAL:
+    """A row on a joint coordinate's rate along d: angular for hinges,
+    universal and ball joints, on the anchors' velocity for sliders."""
+    if kind == HINGE or kind == UNIVERSAL or kind == BALL:
         return angular_row(row, d, a, b, inv_i)
     return point_row(row, d, pose[0], pose[1], a, b, body, inv_i)
 
@@ -114,9 +116,37 @@ def drift(vel, a, b, ra, rb, dt):
 
 
 @leaf
+def turn_parts(wa, wb):
+    """(skew part v = sin(angle) axis, cosine) of E = Wa Wb^T
+    (`joints.ball_turn`)."""
+    e = vn.matmul(wa, vn.transpose(wb))
+    return ((0.5 * (e[7] - e[5]), 0.5 * (e[2] - e[6]), 0.5 * (e[3] - e[1])),
+            0.5 * (e[0] + e[4] + e[8] - 1.0))
+
+
+@leaf
+def ball_turn(wa, wb):
+    """(angle, unit axis) of the child's joint frame's turn from the
+    parent's (`joints.ball_turn`)."""
+    v, cosine = turn_parts(wa, wb)
+    axis, sine = vn.normalize(v)
+    return math.atan2(sine, cosine), (X_AXIS if sine <= vn.EPS else axis)
+
+
+@leaf
+def limit_axis(kind, pose):
+    """The direction of a joint's limit rows (`joints._limit_specs`)."""
+    if kind == BALL:
+        return ball_turn(pose[3], pose[4])[1]
+    return vn.column(pose[4], 0)
+
+
+@leaf
 def coordinate(kind, axis, pose):
     """Joint coordinate q (`joints.coordinate`)."""
     wa, wb = pose[3], pose[4]
+    if kind == BALL:
+        return ball_turn(wa, wb)[0]
     if kind == HINGE or (kind == UNIVERSAL and axis == 0):
         ref_a = vn.column(wa, 1)
         return math.atan2(vn.dot(ref_a, vn.column(wb, 2)), vn.dot(ref_a, vn.column(wb, 1)))

@@ -31,8 +31,8 @@ import numpy as np
 
 from symphys.physics.contacts import STATIC, ContactKind, contact_blocks
 from symphys.physics.drives import command_range
-from symphys.physics.joints import (articulated_bodies, drag_blocks, joint_blocks, motor_blocks,
-                                    soft_joint)
+from symphys.physics.joints import (LIMITED, articulated_bodies, drag_blocks, joint_blocks,
+                                    limit_range, motor_blocks, soft_joint)
 from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode
 from symphys.scene.scene import Scene
 
@@ -135,7 +135,6 @@ MOTOR_CODES = {mode: i for i, mode in enumerate(MotorMode)}
 # Equality rows per joint type (point rows, then angular rows), before limits.
 JOINT_ROWS = {JointType.FIXED: 6, JointType.HINGE: 5, JointType.BALL: 3,
               JointType.SLIDER: 5, JointType.UNIVERSAL: 4, JointType.PLANAR: 3}
-LIMITED = (JointType.HINGE, JointType.SLIDER)
 
 
 class Option(enum.IntEnum):
@@ -234,7 +233,7 @@ def build_layout(scene: Scene) -> StepLayout:
     for i, j in enumerate(scene.joints):
         keep, gain = soft_joint(j.softness, scene.dt) if j.softness else (
             1.0, scene.solver.position_feedback)
-        lo, hi = j.limits if j.limits is not None else (-INF, INF)
+        lo, hi = limit_range(j)
         joint_consts[i] = keep, gain, lo, hi
     for block in joint_blocks(scene)[::-1]:
         limited = block.type in LIMITED and any(

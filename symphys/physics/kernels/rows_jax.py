@@ -15,8 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from symphys.physics.kernels.geometry_jax import (contact_geometry, hinge_angle, joint_pose,
-                                                  rotation_error, row_parts, universal_angle)
+from symphys.physics.kernels.geometry_jax import (ball_turn, contact_geometry, hinge_angle,
+                                                  joint_pose, rotation_error, row_parts,
+                                                  universal_angle)
 from symphys.physics.kernels.layout import (BODY, INF, JOINT, JOINT_CODES, JOINT_ROWS, MOTOR,
                                             MOTOR_CODES, ROW, STATE, WORLD, Item, Option)
 from symphys.physics.kernels.vec_jax import (clip, cross, dot, matTvec, matvec, maximum, minimum,
@@ -29,13 +30,13 @@ _HINGE, _UNIVERSAL, _SLIDER = (JOINT_CODES[t] for t in (JointType.HINGE, JointTy
 _POSITION = MOTOR_CODES[MotorMode.POSITION]
 CONTACT_SLOTS, JOINT_SLOTS = 5, 8
 
-# Joint rows: 16 candidate rows per joint (below), and per joint type the
+# Joint rows: 18 candidate rows per joint (below), and per joint type the
 # candidates its slots take, in the reference's order (point rows, angular
 # rows, then the two limit rows).
-_PX, _PREF, _TREF, _TUNI, _TX, _LH, _LS, _PN = 0, 3, 5, 7, 8, 11, 13, 15
+_PX, _PREF, _TREF, _TUNI, _TX, _LH, _LS, _PN, _LB = 0, 3, 5, 7, 8, 11, 13, 15, 16
 _SLOTS = {JointType.FIXED: [_PX, _PX + 1, _PX + 2, _TX, _TX + 1, _TX + 2],
           JointType.HINGE: [_PX, _PX + 1, _PX + 2, _TREF, _TREF + 1, _LH, _LH + 1],
-          JointType.BALL: [_PX, _PX + 1, _PX + 2],
+          JointType.BALL: [_PX, _PX + 1, _PX + 2, _LB, _LB + 1],
           JointType.SLIDER: [_PREF, _PREF + 1, _TX, _TX + 1, _TX + 2, _LS, _LS + 1],
           JointType.UNIVERSAL: [_PX, _PX + 1, _PX + 2, _TUNI],
           JointType.PLANAR: [_PN, _TREF, _TREF + 1]}
@@ -248,6 +249,9 @@ def _joint_rows(w, joints, consts, joint, bodies, options):
     for sign, t in zip((1.0, -1.0), limit_targets(dot(error, axis_b))):  # _LS
         point(axis_b * sign, None, target=t, kp=ones)
     point(axis_b, dot(error, axis_b))                                  # _PN
+    angle, turn_axis = ball_turn(pose)
+    for sign, t in zip((1.0, -1.0), limit_targets(angle)):             # _LB
+        turn(turn_axis * sign, None, target=t, kp=ones)
 
     lin, ang_a, ang_b = (jnp.stack([c[i] for c in cands], axis=1) for i in range(3))
     target, kp = (jnp.stack([c[i] for c in cands], axis=1) for i in (3, 4))

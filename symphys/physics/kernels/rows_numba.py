@@ -17,7 +17,7 @@ from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import geoms_numba as geo
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.joints_numba import (angular_row, axis_row, coordinate, drift,
-                                                  joint_pose, point_row)
+                                                  joint_pose, limit_axis, point_row)
 from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOTOR_CODES, ROW,
                                             STATE, WORLD, Item, Option)
 from symphys.physics.kernels.solve_numba import apply_impulse
@@ -244,9 +244,9 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
         if joints[q, I_AXIS] > 0:
             lo, hi = joint_consts[j, 2], joint_consts[j, 3]
             fb = options[O_FEEDBACK]
-            value = coordinate(kind, 0, pose)
+            value, direction = coordinate(kind, 0, pose), limit_axis(kind, pose)
             for sign, slack in ((1.0, value - lo), (-1.0, hi - value)):
-                out[r, MASS] = axis_row(out[r], kind, vn.scale(axis_b, sign), pose, a, b, body,
+                out[r, MASS] = axis_row(out[r], kind, vn.scale(direction, sign), pose, a, b, body,
                                         inv_i)
                 out[r, TARGET] = -fb * slack / dt if slack < 0 else -slack / dt
                 out[r, KEEP] = 1.0

@@ -35,10 +35,11 @@ from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.contacts_numba_grad import contact_vjp
 from symphys.physics.kernels.geometry_numba_grad import (P_ERR, P_RA, P_RB, P_WA, P_WB, add3,
                                                          add_column, add_outer, angular_row_vjp,
-                                                         axis_row_vjp, clip_vjp, coordinate_vjp,
-                                                         cross_vjp, drift_vjp, joint_pose_vjp,
-                                                         point_row_vjp)
-from symphys.physics.kernels.joints_numba import axis_row, coordinate, drift, joint_pose
+                                                         axis_row_vjp, ball_turn_vjp, clip_vjp,
+                                                         coordinate_vjp, cross_vjp, drift_vjp,
+                                                         joint_pose_vjp, point_row_vjp)
+from symphys.physics.kernels.joints_numba import (BALL, axis_row, coordinate, drift, joint_pose,
+                                                  limit_axis)
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIXED, GAIN, GAMMA,
                                                 GRAVITY, HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT,
@@ -367,19 +368,23 @@ def joint_vjp(s, joint, joints, joint_consts, options, body, inv_i, vel, g_rows,
         if joints[q, I_AXIS] > 0:
             lo, hi = joint_consts[j, 2], joint_consts[j, 3]
             fb = options[O_FEEDBACK]
-            value = coordinate(kind, 0, pose)
-            g_value = 0.0
+            value, direction = coordinate(kind, 0, pose), limit_axis(kind, pose)
+            g_value, g_direction = 0.0, (0.0, 0.0, 0.0)
             for side in range(2):
                 sign = 1.0 if side == 0 else -1.0
                 slack = value - lo if side == 0 else hi - value
                 g_t = g_rows[r, TARGET]
-                g_d = axis_row_vjp(g_rows[r], g_rows[r, MASS], kind, vn.scale(axis_b, sign),
+                g_d = axis_row_vjp(g_rows[r], g_rows[r, MASS], kind, vn.scale(direction, sign),
                                    pose, a, b, body, inv_i, g_body, g_inv_i, gp)
-                add_column(gp, P_WB, 0, vn.scale(g_d, sign))
+                g_direction = vn.add(g_direction, vn.scale(g_d, sign))
                 g_slack = -fb * g_t / dt if slack < 0 else -g_t / dt
                 g_value += sign * g_slack
                 r += 1
-            coordinate_vjp(kind, 0, pose, g_value, gp)
+            if kind == BALL:
+                ball_turn_vjp(pose[3], pose[4], g_value, g_direction, gp)
+            else:
+                add_column(gp, P_WB, 0, g_direction)
+                coordinate_vjp(kind, 0, pose, g_value, gp)
         drift_vjp(vel, a, b, ra, rb, dt, g_dft, g_vel, gp)
         joint_pose_vjp(s, joint[j], a, b, gp, g_s, g_joint[j])
 
