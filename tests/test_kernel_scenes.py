@@ -22,7 +22,8 @@ REQUIRED = (
     + [f"joint:{t}" for t in ("fixed", "hinge", "ball", "slider", "universal", "planar")]
     + [f"motor:{m}" for m in ("position", "velocity", "torque")]
     + [f"motor-on:{t}" for t in ("hinge", "slider", "universal")]
-    + ["limits:hinge", "limits:slider", "limits:ball", "joint:soft", "joint:drag", "joint:armature", "joint:spring", "joint:world-parent",
+    + ["limits:hinge", "limits:slider", "limits:ball", "joint:soft", "joint:drag",
+       "joint:armature", "joint:spring", "joint:world-parent",
        "joint:body-parent", "motor:universal-axis1", "motor:command-range", "motor:feedback", "rolling",
        "no-rolling", "ground", "no-ground", "soft-contacts", "velocity-damping",
        "gyroscopic", "no-gyroscopic", "zero-gravity", "all-isotropic", "contacts:none",

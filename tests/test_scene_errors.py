@@ -223,6 +223,9 @@ def test_valid_joint_and_motor_load(tmp_path):
     ({"axis": [0, 1]}, "axis", "list of 3 numbers"),
     ({"limits": [0.5, -0.5]}, "limits", "low < high"),
     ({"type": "ball", "axis": [0, 1, 0]}, "axis", "not used by a ball joint"),
+    ({"type": "ball", "axis": None, "limits": [0.1, 0.5]}, "limits",
+     "a ball joint's limits are [0, "),
+    ({"type": "ball", "axis": None, "limits": [0, 4]}, "limits", "at most pi"),
     ({"type": "universal"}, "axis2", "missing"),
     ({"type": "universal", "axis2": [0, 0.6, 0.8]}, "axis2", "must be perpendicular"),
     ({"type": "universal", "axis2": [1, 0, 0], "limits": [-1, 1]}, "limits",
@@ -232,8 +235,8 @@ def test_valid_joint_and_motor_load(tmp_path):
 ])
 def test_joint_errors_name_joint_and_field(tmp_path, joint, field, text):
     doc = _jointed({k: v for k, v in joint.items() if v is not None})
-    if joint.get("anchor", 0) is None:
-        del doc["joints"][0]["anchor"]
+    for key in [k for k, v in joint.items() if v is None]:
+        del doc["joints"][0][key]
     msg = _error(tmp_path, doc)
     assert "joint 'j'" in msg and f"field '{field}'" in msg and text in msg
 
