@@ -127,6 +127,28 @@ def _motor_axis(table, joint, bodies):
     return pose, angular, direction, q
 
 
+def _latest(val, a, b, real, n_bodies):
+    """(N,) each body's largest val (K,) over its contacts (as a or b; b < 0:
+    none), 0 where none is positive, its gradient going to the first
+    contact that holds it, as in the Numba pullback (a scatter max would
+    split it among ties: the 4 corners of a box lying flat)."""
+    late = jnp.zeros(n_bodies, val.dtype).at[jnp.where(real, a, n_bodies)].max(
+        val, mode="drop")
+    late = late.at[jnp.where(b >= 0, b, n_bodies)].max(val, mode="drop")
+    count = val.shape[0]
+    if count == 0:
+        return late
+    late = jax.lax.stop_gradient(late)
+    index = jnp.arange(count)
+    first = jnp.full(n_bodies, count)
+    for side, ok in ((a, real), (b, b >= 0)):
+        at = jnp.where(ok, side, 0)
+        holds = ok & (val > 0.0) & (val == late[at])
+        first = first.at[jnp.where(holds, at, n_bodies)].min(index, mode="drop")
+    won = first < count
+    return jnp.where(won, val[jnp.minimum(first, count - 1)], 0.0)
+
+
 def _contact_rows(V, contacts, bodies, body, geom, world, articulated, options):
     """(rows block (K, 5, width), counts (K,), body tau (N,))."""
     dt = options[Option.DT]
@@ -147,9 +169,7 @@ def _contact_rows(V, contacts, bodies, body, geom, world, articulated, options):
     reaches = (gap > 0) & (approach > gap)
     tau_c = jnp.where(reaches, gap / jnp.where(reaches, approach, 1.0),
                       jnp.where(gap > 0, 1.0, 0.0))
-    late = jnp.zeros(n_bodies, V.dtype).at[jnp.where(real, a, n_bodies)].max(
-        1.0 - tau_c, mode="drop")
-    late = late.at[jnp.where(real & two, b, n_bodies)].max(1.0 - tau_c, mode="drop")
+    late = _latest(1.0 - tau_c, a, jnp.where(real & two, b, -1), real, n_bodies)
     tau = jnp.where(articulated > 0, 0.0, 1.0 - late)
     tau = jnp.where(jnp.any(real), tau, 0.0)
     tau_b = jnp.where(two, minimum(tau[a], tau[bi]), tau[a])
