@@ -74,6 +74,19 @@ def put_side(k, i, g, s, body, geom, cs, cb):
 
 
 @leaf
+def put_sides(a, b, ga, gb, flip, s, body, geom, cs, cb):
+    """Both sides of a contact into the scratch rows, in the order its
+    routine takes them: (a's row, the routine's second side: 1, or -1 for
+    the ground)."""
+    ka = 1 if flip else 0
+    put_side(ka, a, ga, s, body, geom, cs, cb)
+    if b >= 0 or gb >= 0:
+        put_side(1 - ka, b, gb, s, body, geom, cs, cb)
+        return ka, 1
+    return ka, -1
+
+
+@leaf
 def _moved(r, k, i, cs, s):
     """Lever arm r from side k's shape centre turned into one from body i's."""
     return (r[0] + cs[k, X] - s[i, X], r[1] + cs[k, X + 1] - s[i, X + 1],
@@ -87,12 +100,7 @@ def side_geometry(kind, point, a, b, ga, gb, flip, s, body, geom, height, cs, cb
     lever arms from the bodies' centres (rb is unused on a static side)."""
     if ga < 0 and gb < 0 and not flip:
         return cn.geometry(kind, point, a, b, s, body, height)
-    ka = 1 if flip else 0
-    put_side(ka, a, ga, s, body, geom, cs, cb)
-    second = -1
-    if b >= 0 or gb >= 0:
-        put_side(1 - ka, b, gb, s, body, geom, cs, cb)
-        second = 1
+    ka, second = put_sides(a, b, ga, gb, flip, s, body, geom, cs, cb)
     gap, n, r0, r1 = cn.geometry(kind, point, 0, second, cs, cb, height)
     ra, rb = (r1, r0) if flip else (r0, r1)
     if flip:

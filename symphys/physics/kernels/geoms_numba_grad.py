@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from symphys.physics.kernels import contact_geometry_numba_grad as cgg
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.geoms_numba import P, RL, STATE_WIDTH, WIDTH, R, X, put_side
+from symphys.physics.kernels.geoms_numba import P, RL, STATE_WIDTH, WIDTH, R, X, put_sides
 
 leaf = vn.leaf
 
@@ -49,12 +49,7 @@ def side_geometry_vjp(kind, point, a, b, ga, gb, flip, s, body, geom, g_gap, g_n
     if ga < 0 and gb < 0 and not flip:
         return cgg.geometry_vjp(kind, point, a, b, s, body, g_gap, g_n, g_ra, g_rb, g_s,
                                 g_body)
-    ka = 1 if flip else 0
-    put_side(ka, a, ga, s, body, geom, cs, cb)
-    second = -1
-    if b >= 0 or gb >= 0:
-        put_side(1 - ka, b, gb, s, body, geom, cs, cb)
-        second = 1
+    ka, second = put_sides(a, b, ga, gb, flip, s, body, geom, cs, cb)
     gcs[:, :] = 0.0
     gcb[:, :] = 0.0
     if b < 0:
