@@ -295,9 +295,8 @@ def ball_turn(pose: _Pose) -> tuple[object, Vec3]:
     """(angle in [0, pi], unit world axis) of the turn taking the parent's
     joint frame to the child's, E = Wa Wb^T: its skew part is sin(angle)
     axis, (tr E - 1) / 2 its cosine (axis x where there is no turn)."""
-    e = matmul(pose.frame_a, transpose(pose.frame_b))
-    axis, sine = normalize(Vec3(0.5 * (e.zy - e.yz), 0.5 * (e.xz - e.zx), 0.5 * (e.yx - e.xy)),
-                           fallback=_X)
+    e = _turn(pose)
+    axis, sine = normalize(_skew_part(e), fallback=_X)
     return pt.arctan2(sine, 0.5 * (e.xx + e.yy + e.zz - 1.0)), axis
 
 
@@ -305,10 +304,7 @@ def coordinate(kind: JointType, pose: _Pose, axis: int = 0):
     """Joint coordinate q: hinge angle of the child about the axis from its
     initial pose (atan2, in (-pi, pi]); slider displacement along the axis.
     Universal joint: axis 0, the angle of the child's axis2 about the
-    parent's axis (as a hinge); axis 1, the child's turn about its axis2.
-    Ball joint: the angle of the child's turn (`ball_turn`)."""
-    if kind is JointType.BALL:
-        return ball_turn(pose)[0]
+    parent's axis (as a hinge); axis 1, the child's turn about its axis2."""
     if kind in (JointType.HINGE, JointType.UNIVERSAL) and axis == 0:
         return pt.arctan2(dot(pose.ref_a, pose.side_b), dot(pose.ref_a, pose.ref_b))
     if kind is JointType.UNIVERSAL:
@@ -330,11 +326,21 @@ def _axis_row(kind: JointType, row_kind: RowKind, direction: Vec3, pose: _Pose,
                      mob)
 
 
+def _turn(pose: _Pose) -> Mat3:
+    """E = Wa Wb^T: the turn taking the parent's joint frame to the child's
+    (the identity at the initial relative pose)."""
+    return matmul(pose.frame_a, transpose(pose.frame_b))
+
+
+def _skew_part(e: Mat3) -> Vec3:
+    """(E - E^T) / 2 as a vector: sin(angle) axis of a rotation E."""
+    return Vec3(0.5 * (e.zy - e.yz), 0.5 * (e.xz - e.zx), 0.5 * (e.yx - e.xy))
+
+
 def _rotation_error(pose: _Pose) -> Vec3:
     """Small rotation vector taking the parent's joint frame to the child's:
     the skew part of Wa Wb^T (zero at the initial relative pose)."""
-    e = matmul(pose.frame_a, transpose(pose.frame_b))
-    return Vec3(0.5 * (e.zy - e.yz), 0.5 * (e.xz - e.zx), 0.5 * (e.yx - e.xy))
+    return _skew_part(_turn(pose))
 
 
 def _centripetal_drift(pose: _Pose, w: Vec3, dt: float) -> Vec3:
@@ -440,8 +446,8 @@ def _limit_specs(block: JointBlock, scene: Scene, pose: _Pose, feedback: float,
     if all(lim == NO_LIMIT for lim in limits):
         return []
     lo, hi = np.array(limits).T
-    q = coordinate(block.type, pose)
-    direction = ball_turn(pose)[1] if block.type is JointType.BALL else pose.axis_b
+    q, direction = (ball_turn(pose) if block.type is JointType.BALL
+                    else (coordinate(block.type, pose), pose.axis_b))
     specs = []
     for sign, slack in ((1.0, q - lo), (-1.0, hi - q)):
         target = pt.switch(slack < 0, -feedback * slack / dt, -slack / dt)

@@ -193,13 +193,22 @@ def universal_angle(pose):
 def ball_turn(pose):
     """(angle (K,), unit axis (K, 3)) of the child's joint frame's turn from
     the parent's (`joints.ball_turn`): x where there is no turn."""
-    e = matmul(pose["wa"], jnp.swapaxes(pose["wb"], -1, -2))
-    axis, sine = normalize(rotation_error(pose), fallback=unit(0, pose["ra"]))
+    e = _turn(pose)
+    axis, sine = normalize(_skew_part(e), fallback=unit(0, pose["ra"]))
     return safe_atan2(sine, 0.5 * (e[:, 0, 0] + e[:, 1, 1] + e[:, 2, 2] - 1.0)), axis
+
+
+def _turn(pose):
+    """Wa Wb^T (`joints._turn`), (K, 3, 3)."""
+    return matmul(pose["wa"], jnp.swapaxes(pose["wb"], -1, -2))
+
+
+def _skew_part(e):
+    """(E - E^T) / 2 as vectors (`joints._skew_part`), (K, 3)."""
+    return 0.5 * jnp.stack([e[:, 2, 1] - e[:, 1, 2], e[:, 0, 2] - e[:, 2, 0],
+                            e[:, 1, 0] - e[:, 0, 1]], axis=-1)
 
 
 def rotation_error(pose):
     """Skew part of Wa Wb^T (`joints._rotation_error`), (K, 3)."""
-    e = matmul(pose["wa"], jnp.swapaxes(pose["wb"], -1, -2))
-    return 0.5 * jnp.stack([e[:, 2, 1] - e[:, 1, 2], e[:, 0, 2] - e[:, 2, 0],
-                            e[:, 1, 0] - e[:, 0, 1]], axis=-1)
+    return _skew_part(_turn(pose))

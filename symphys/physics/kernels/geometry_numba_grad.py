@@ -268,6 +268,13 @@ def ball_turn_vjp(wa, wb, g_angle, g_axis, gp):
     sine = vn.safe_norm(v)
     g_sine, g_cos = _atan2_vjp(sine, cosine, g_angle)
     g_v = normalize_vjp(v, g_axis if sine > vn.EPS else (0.0, 0.0, 0.0), g_sine)
+    turn_parts_vjp(wa, wb, g_v, g_cos, gp)
+
+
+@leaf
+def turn_parts_vjp(wa, wb, g_v, g_cos, gp):
+    """Adds into gp the cotangents of Wa, Wb of `joints_numba.turn_parts`,
+    given those of its skew part v and its cosine."""
     h = 0.5 * g_cos
     g_e = (h, -0.5 * g_v[2], 0.5 * g_v[1], 0.5 * g_v[2], h, -0.5 * g_v[0], -0.5 * g_v[1],
            0.5 * g_v[0], h)

@@ -134,19 +134,19 @@ def ball_turn(wa, wb):
 
 
 @leaf
-def limit_axis(kind, pose):
-    """The direction of a joint's limit rows (`joints._limit_specs`)."""
+def limit_parts(kind, pose):
+    """(q, direction) of a joint's limit rows (`joints._limit_specs`): a
+    ball joint's turn angle and axis, else its coordinate and the parent's
+    axis."""
     if kind == BALL:
-        return ball_turn(pose[3], pose[4])[1]
-    return vn.column(pose[4], 0)
+        return ball_turn(pose[3], pose[4])
+    return coordinate(kind, 0, pose), vn.column(pose[4], 0)
 
 
 @leaf
 def coordinate(kind, axis, pose):
     """Joint coordinate q (`joints.coordinate`)."""
     wa, wb = pose[3], pose[4]
-    if kind == BALL:
-        return ball_turn(wa, wb)[0]
     if kind == HINGE or (kind == UNIVERSAL and axis == 0):
         ref_a = vn.column(wa, 1)
         return math.atan2(vn.dot(ref_a, vn.column(wb, 2)), vn.dot(ref_a, vn.column(wb, 1)))

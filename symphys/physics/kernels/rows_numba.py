@@ -17,7 +17,7 @@ from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import geoms_numba as geo
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.joints_numba import (angular_row, axis_row, coordinate, drift,
-                                                  joint_pose, limit_axis, point_row)
+                                                  joint_pose, limit_parts, point_row, turn_parts)
 from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOTOR_CODES, ROW,
                                             STATE, WORLD, Item, Option)
 from symphys.physics.kernels.solve_numba import apply_impulse
@@ -233,8 +233,7 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
             out[r, KEEP] = keep
             r += 1
         elif kind == FIXED or kind == SLIDER:
-            e = vn.matmul(wa, vn.transpose(wb))
-            err = (0.5 * (e[7] - e[5]), 0.5 * (e[2] - e[6]), 0.5 * (e[3] - e[1]))
+            err = turn_parts(wa, wb)[0]
             for k in range(3):
                 d = (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
                 out[r, MASS] = angular_row(out[r], d, a, b, inv_i)
@@ -244,7 +243,7 @@ def joint_rows(s, joint, joints, joint_consts, options, body, inv_i, vel, out):
         if joints[q, I_AXIS] > 0:
             lo, hi = joint_consts[j, 2], joint_consts[j, 3]
             fb = options[O_FEEDBACK]
-            value, direction = coordinate(kind, 0, pose), limit_axis(kind, pose)
+            value, direction = limit_parts(kind, pose)
             for sign, slack in ((1.0, value - lo), (-1.0, hi - value)):
                 out[r, MASS] = axis_row(out[r], kind, vn.scale(direction, sign), pose, a, b, body,
                                         inv_i)

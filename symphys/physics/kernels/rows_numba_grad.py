@@ -37,9 +37,10 @@ from symphys.physics.kernels.geometry_numba_grad import (P_ERR, P_RA, P_RB, P_WA
                                                          add_column, add_outer, angular_row_vjp,
                                                          axis_row_vjp, ball_turn_vjp, clip_vjp,
                                                          coordinate_vjp, cross_vjp, drift_vjp,
-                                                         joint_pose_vjp, point_row_vjp)
+                                                         joint_pose_vjp, point_row_vjp,
+                                                         turn_parts_vjp)
 from symphys.physics.kernels.joints_numba import (BALL, axis_row, coordinate, drift, joint_pose,
-                                                  limit_axis)
+                                                  limit_parts)
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIXED, GAIN, GAMMA,
                                                 GRAVITY, HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT,
@@ -352,23 +353,16 @@ def joint_vjp(s, joint, joints, joint_consts, options, body, inv_i, vel, g_rows,
             add_column(gp, P_WB, 0, vn.add(g_ab, vn.scale(ref_a, -gain * g_t / dt)))
             r += 1
         elif kind == FIXED or kind == SLIDER:
-            f = -gain / dt * 0.5
-            g0 = f * g_rows[r, TARGET]
-            g1 = f * g_rows[r + 1, TARGET]
-            g2 = f * g_rows[r + 2, TARGET]
+            f = -gain / dt
+            g_err = (f * g_rows[r, TARGET], f * g_rows[r + 1, TARGET], f * g_rows[r + 2, TARGET])
             for k in range(3):
                 angular_row_vjp(g_rows[r], g_rows[r, MASS], _unit(k), a, b, inv_i, g_inv_i)
                 r += 1
-            g_e = (0.0, -g2, g1, g2, 0.0, -g0, -g1, g0, 0.0)
-            ga = vn.matmul(g_e, wb)
-            gb = vn.matmul(vn.transpose(g_e), wa)
-            for k in range(9):
-                gp[P_WA, k] += ga[k]
-                gp[P_WB, k] += gb[k]
+            turn_parts_vjp(wa, wb, g_err, 0.0, gp)
         if joints[q, I_AXIS] > 0:
             lo, hi = joint_consts[j, 2], joint_consts[j, 3]
             fb = options[O_FEEDBACK]
-            value, direction = coordinate(kind, 0, pose), limit_axis(kind, pose)
+            value, direction = limit_parts(kind, pose)
             g_value, g_direction = 0.0, (0.0, 0.0, 0.0)
             for side in range(2):
                 sign = 1.0 if side == 0 else -1.0
