@@ -48,9 +48,10 @@ from symphys.errors import SceneError, member
 from symphys.mjcf.actuators import convert_motors
 from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, dof_count
 from symphys.mjcf.joints import convert_joints
-from symphys.mjcf.shapes import (GeomType, body_frame, candidate_pairs, geom_label,
-                                 is_ground_plane, matrix_to_quaternion, plane_box, shape_fields)
-from symphys.scene.elements import CONTACT_KINDS, GROUND, WORLD, Shape, contact_kind
+from symphys.mjcf.shapes import (GeomType, body_frame, candidate_pairs, geom_label, is_ground_plane,
+                                 matrix_to_quaternion, plane_box, shape_fields)
+from symphys.scene.elements import GROUND, WORLD, Shape
+from symphys.scene.geoms import Collider, oriented
 from symphys.scene.reader import FORMAT, scene_from_dict
 from symphys.scene.scene import Scene
 
@@ -302,9 +303,10 @@ def _geoms(c: Converter, colliders: Colliders, kept: dict) -> tuple[list, dict]:
 
 
 def _pairs(c: Converter, colliders: Colliders, names: dict) -> list:
-    """The scene's contact pairs, each once, a world geom as b and otherwise
-    in an order symphys has a routine for (`contact_kind`); a pair no
-    routine takes is refused, or listed as dropped."""
+    """The scene's contact pairs, each once, oriented as the scene reader
+    orients them (`scene.geoms.oriented`: a fixed collider as b); a pair no
+    routine takes, or of two fixed colliders, is refused, or listed as
+    dropped."""
     m = c.m
     shape = {g: GROUND if g == colliders.ground else Shape(colliders.fields[g]["shape"])
              for g in names}
@@ -316,17 +318,14 @@ def _pairs(c: Converter, colliders: Colliders, names: dict) -> list:
         seen.add(frozenset((a, b)))
         fixed = {g for g in (g1, g2) if g == colliders.ground or
                  (g in colliders.geoms and colliders.geoms[g] == 0)}
-        orders = [(g1, g2), (g2, g1)]
-        fits = [(x, y) for x, y in orders if x not in fixed and (shape[x], shape[y]) in
-                CONTACT_KINDS]
-        fits += [(x, y) for x, y in orders if x not in fixed and y in fixed
-                 and contact_kind(shape[x], shape[y])]
-        if not fits:
+        one, two = (Collider(names[g], shape[g], WORLD if g in fixed else names[g])
+                    for g in (g1, g2))
+        pair = None if len(fixed) == 2 else oriented(one, two)
+        if pair is None:
             what = " and a ".join(("fixed " if g in fixed else "moving ")
                                   + getattr(shape[g], "value", str(shape[g])) for g in (g1, g2))
             c.unsupported_pair(f"{geom_label(m, g1)} against {geom_label(m, g2)}: symphys has "
                                f"no contact between a {what}")
             continue
-        x, y = fits[0]
-        out.append({"a": names[x], "b": names[y]})
+        out.append({"a": pair.a, "b": pair.b})
     return out

@@ -55,19 +55,21 @@ def read_geoms(doc, source: str, bodies) -> tuple[Geom, ...]:
 
 
 @dataclass(frozen=True)
-class _Collider:
+class Collider:
+    """A contact pair's side: a body's own shape, a geom, or the ground."""
+
     name: str
     shape: Shape
     owner: str          # the body it moves with, or WORLD
 
 
-def _colliders(bodies, geoms) -> dict[str, _Collider]:
-    out = {b.name: _Collider(b.name, b.shape, b.name) for b in bodies}
-    out.update((g.name, _Collider(g.name, g.shape, g.body)) for g in geoms)
+def _colliders(bodies, geoms) -> dict[str, Collider]:
+    out = {b.name: Collider(b.name, b.shape, b.name) for b in bodies}
+    out.update((g.name, Collider(g.name, g.shape, g.body)) for g in geoms)
     return out
 
 
-def _oriented(a: _Collider, b: _Collider) -> ContactPair | None:
+def oriented(a: Collider, b: Collider) -> ContactPair | None:
     """The pair of two colliders, a world geom as b and otherwise in the
     order `CONTACT_KINDS` has it (a moving box against a fixed capsule
     stays so: `contact_kind` says its routine takes them swapped), or None
@@ -94,7 +96,7 @@ def auto_contacts(bodies, has_ground: bool, joints=(), geoms=()) -> tuple[Contac
     for i, a in enumerate(bodies):
         for b in bodies[i + 1:]:
             if frozenset((a.name, b.name)) not in joined:
-                pair = _oriented(by_name[a.name], by_name[b.name])
+                pair = oriented(by_name[a.name], by_name[b.name])
                 pairs += [pair] if pair else []
     moving = [g for g in geoms if g.body != WORLD]
     if has_ground:
@@ -103,11 +105,11 @@ def auto_contacts(bodies, has_ground: bool, joints=(), geoms=()) -> tuple[Contac
     for i, a in enumerate(movers):
         for b in movers[max(i + 1, len(bodies)):]:
             if a.owner != b.owner and frozenset((a.owner, b.owner)) not in joined:
-                pair = _oriented(a, b)
+                pair = oriented(a, b)
                 pairs += [pair] if pair else []
     for wall in (g for g in geoms if g.body == WORLD):
         for a in movers:
-            pair = _oriented(a, by_name[wall.name])
+            pair = oriented(a, by_name[wall.name])
             pairs += [pair] if pair else []
     return tuple(pairs)
 
@@ -121,7 +123,7 @@ def read_contacts(doc, source: str, bodies, has_ground, joints=(),
         raise SceneError("expected \"auto\" or a list of {\"a\", \"b\"}",
                          source=source, field="contacts")
     by_name = _colliders(bodies, geoms)
-    ground = _Collider(GROUND, None, WORLD)
+    ground = Collider(GROUND, None, WORLD)
     names = list(by_name) + ([GROUND] if has_ground else [])
     pairs, seen = [], set()
     for i, entry in enumerate(doc):
@@ -145,7 +147,7 @@ def read_contacts(doc, source: str, bodies, has_ground, joints=(),
         if two is ground:
             pair = ContactPair(a, b) if (one.shape, GROUND) in CONTACT_KINDS else None
         else:
-            pair = _oriented(one, two)
+            pair = oriented(one, two)
         if pair is None:
             kinds = f"{one.shape.value}-{getattr(two.shape, 'value', GROUND)}"
             r.fail("b", f"contact {kinds} is not supported; supported: "
