@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import inspect
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from symphys.errors import ParameterError, SymphysError
+from symphys.scale.executors import RAY_ADDRESS_VARIABLE
 
 
 def _cmd_list(args) -> int:
@@ -118,6 +120,15 @@ def _cmd_experiment(args) -> int:
             raise SystemExit(f"symphys experiment {args.name}: reads no recordings, so it "
                              f"takes no --data")
         chosen["data_dir"] = args.data
+    address = args.ray or os.environ.get(RAY_ADDRESS_VARIABLE) or None
+    if address:
+        if "executor" not in inspect.signature(module.run).parameters:
+            if args.ray:
+                raise SystemExit(f"symphys experiment {args.name}: evaluates no populations, "
+                                 f"so it takes no --ray (ball-throw and arm-fixed do)")
+        else:
+            from symphys.scale import RayCluster
+            chosen["executor"] = RayCluster(address)
     params = parse_params(args.param)
     with overriding(params):
         result = module.run(quick=args.quick, seed=args.seed,
@@ -211,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "from it when it exists (quadruped-gait, quadruped-speed; "
                    "pendulum-camera keeps its distilled controller there)")
     p.add_argument("--data", help="a folder of other recordings (double-pendulum-sysid)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="evaluate CMA-ES populations on this Ray cluster (host:port, "
+                        "ray://host:port, auto, or local to start one here; default: "
+                        f"${RAY_ADDRESS_VARIABLE}, else in this process); ball-throw, "
+                        "arm-fixed")
     p.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="a new default for a parameter of the scenes the experiment reads, "
                         "e.g. ground.friction=0.5 (repeatable; a name no scene has is an "

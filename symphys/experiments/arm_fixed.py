@@ -34,6 +34,7 @@ from symphys.learn import nn
 from symphys.learn.closed_loop import closed_loop_function
 from symphys.learn.optim import Adam, StepGuard
 from symphys.physics.algebra import safe_vector_norm
+from symphys.scale import Recipe, as_executor
 from symphys.scene.elements import Sensor, SensorKind
 from symphys.scene.reader import load_scene
 
@@ -111,33 +112,43 @@ def constant_targets_floor(fn, ctrl, evaluations: int, seed: int = 0):
     return float(best.fun), [float(x) for x in best.x]
 
 
-def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show):
-    import cma
-
+def arm_losses(scene, ctrl, steps: int, backend: str, popsize: int):
+    """The CMA-ES objective, built once per worker: candidates (P, W) (the
+    controller's weights, flat) -> losses (P,), one batched simulation of
+    `popsize` arms a call (`rows`)."""
     names = list(ctrl.parameter_shapes())
     shapes = [ctrl.parameter_shapes()[n] for n in names]
     sizes = [int(np.prod(s)) for s in shapes]
-    x0 = np.concatenate([ctrl.init(seed)[n].ravel() for n in names])
-    es = cma.CMAEvolutionStrategy(x0, CMAES_SIGMA, {
-        "CMA_diagonal": True, "seed": seed + 1, "maxfevals": budget, "verbose": -9})
-    start = time.perf_counter()
     fn = closed_loop_function(scene, steps, ctrl, population_loss, backend=backend,
-                              population=es.popsize, gradient=False)
-    task = np.repeat(TARGET[None], es.popsize, axis=0)
+                              population=popsize, gradient=False)
+    task = np.repeat(TARGET[None], popsize, axis=0)
 
-    def evaluate(xs):
+    def losses(xs):
         parts = np.split(np.asarray(xs), np.cumsum(sizes)[:-1], axis=1)
         weights = [p.reshape((len(xs),) + s) for p, s in zip(parts, shapes)]
         return np.asarray(fn(task, *weights), dtype=float)
 
-    first = evaluate(np.repeat(x0[None], es.popsize, axis=0))
+    losses.rows = popsize
+    return losses
+
+
+def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show, executor):
+    import cma
+
+    names = list(ctrl.parameter_shapes())
+    x0 = np.concatenate([ctrl.init(seed)[n].ravel() for n in names])
+    es = cma.CMAEvolutionStrategy(x0, CMAES_SIGMA, {
+        "CMA_diagonal": True, "seed": seed + 1, "maxfevals": budget, "verbose": -9})
+    recipe = Recipe(arm_losses, (scene, ctrl, steps, backend, es.popsize))
+    start = time.perf_counter()
+    first = executor.evaluate(recipe, np.repeat(x0[None], es.popsize, axis=0))
     compile_s = time.perf_counter() - start
     best, curve, evals = float(first[0]), [], []
     start = time.perf_counter()
     bar = progress(None, "cma-es", show, total=budget)
     while not es.stop():
         xs = es.ask()
-        values = evaluate(xs)
+        values = executor.evaluate(recipe, np.asarray(xs))
         es.tell(xs, list(values))
         best = min(best, float(values.min()))
         curve.append(best)
@@ -147,13 +158,17 @@ def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show):
     bar.close()
     return {"start_loss": float(first[0]), "best_loss": best, "curve": curve,
             "evaluations": evals, "seconds": time.perf_counter() - start,
-            "compile_seconds": compile_s, "population": es.popsize}
+            "compile_seconds": compile_s, "population": es.popsize,
+            "where": executor.where.value, "workers": executor.workers}
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "numba",
         show_progress: bool = True, steps: int | None = None, evaluations: int | None = None,
-        cmaes_budget: int | None = None) -> ExperimentResult:
-    """steps, evaluations, cmaes_budget override the (quick) defaults."""
+        cmaes_budget: int | None = None, executor=None) -> ExperimentResult:
+    """steps, evaluations, cmaes_budget override the (quick) defaults;
+    executor: where CMA-ES evaluates its populations (None: here; a Ray
+    address or a `symphys.scale` executor)."""
+    executor = as_executor(executor)
     scene = arm_scene()
     ctrl = controller()
     steps = steps or (STEPS_QUICK if quick else STEPS)
@@ -164,7 +179,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
     fn(TARGET[None], *ctrl.init(seed).values())
     g_compile = time.perf_counter() - start
     guard, curve, g_seconds = _gradient_run(fn, ctrl, evaluations, seed, show_progress)
-    cmaes = _cmaes_run(scene, ctrl, steps, budget, backend, seed, show_progress)
+    cmaes = _cmaes_run(scene, ctrl, steps, budget, backend, seed, show_progress, executor)
     floor, floor_targets = constant_targets_floor(
         fn, ctrl, FLOOR_EVALUATIONS_QUICK if quick else FLOOR_EVALUATIONS, seed)
     gradient = {"evaluations": len(curve), "first_loss": curve[0], "final_loss": curve[-1],

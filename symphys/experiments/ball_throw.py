@@ -26,6 +26,7 @@ from symphys.api import parameter_values, simulate, value_and_grad_function, val
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.learn.optim import Adam, PiecewiseSchedule
 from symphys.physics.algebra import safe_vector_norm
+from symphys.scale import Recipe, as_executor
 from symphys.scene.reader import load_scene
 
 NAME = "ball-throw"
@@ -89,19 +90,33 @@ class CmaRun(NamedTuple):
     evaluations: int
 
 
-def _cmaes(scene, backend, max_evaluations, seed, show) -> CmaRun:
+def throw_losses(scene, backend: str, popsize: int):
+    """The CMA-ES objective, built once per worker: candidates (P, 6)
+    (initial linear and angular velocity) -> losses (P,), one batched
+    simulation of `popsize` worlds a call (`rows`)."""
+    def values(xs):
+        return parameter_values(scene, {"ball.velocity": xs[:, :3],
+                                        "ball.angular_velocity": xs[:, 3:]})
+
+    fn = value_function(scene, STEPS, loss, values(np.zeros((popsize, 6)))[1], backend,
+                        batch=popsize)
+
+    def losses(xs):
+        return np.asarray(fn(*values(np.asarray(xs))[0]), dtype=float)
+
+    losses.rows = popsize
+    return losses
+
+
+def _cmaes(scene, backend, max_evaluations, seed, show, executor) -> CmaRun:
     import cma
 
     es = cma.CMAEvolutionStrategy(np.zeros(6), 1.0, {
         "ftarget": GOAL, "seed": seed + 1, "maxfevals": max_evaluations,
         "verbose": -9})
-    popsize = es.popsize
-    batch = {"ball.velocity": np.zeros((popsize, 3)),
-             "ball.angular_velocity": np.zeros((popsize, 3))}
+    recipe = Recipe(throw_losses, (scene, backend, es.popsize))
     start = time.perf_counter()
-    args, batched = parameter_values(scene, batch)
-    fn = value_function(scene, STEPS, loss, batched, backend, batch=popsize)
-    fn(*args)
+    executor.evaluate(recipe, np.zeros((es.popsize, 6)))   # builds it (compiles once)
     compile_s = time.perf_counter() - start
     best_curve, evals = [], []
     best = np.inf
@@ -109,9 +124,7 @@ def _cmaes(scene, backend, max_evaluations, seed, show) -> CmaRun:
     bar = progress(None, "cma-es", show, total=max_evaluations)
     while not es.stop():
         xs = np.asarray(es.ask())
-        args, _ = parameter_values(scene, {"ball.velocity": xs[:, :3],
-                                           "ball.angular_velocity": xs[:, 3:]})
-        values = np.asarray(fn(*args), dtype=float)
+        values = np.asarray(executor.evaluate(recipe, xs), dtype=float)
         es.tell(list(xs), list(values))
         best = min(best, float(values.min()))
         best_curve.append(best)
@@ -125,7 +138,10 @@ def _cmaes(scene, backend, max_evaluations, seed, show) -> CmaRun:
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "numba",
-        show_progress: bool = True) -> ExperimentResult:
+        show_progress: bool = True, executor=None) -> ExperimentResult:
+    """executor: where CMA-ES evaluates its populations (None: here; a Ray
+    address or a `symphys.scale` executor)."""
+    executor = as_executor(executor)
     scene = load_scene("ball")
     max_iter = 300
     max_evals = 3000 if quick else 30000
@@ -138,7 +154,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
     n_traj = simulate(scene, STEPS, params={**n_params, **NO_ROLLING}, backend=backend)
     # CMA-ES is stochastic: run it from several seeds and report the run
     # with the median number of simulations (all counts go in the JSON).
-    runs = [_cmaes(scene, backend, max_evals, seed + k, show_progress)
+    runs = [_cmaes(scene, backend, max_evals, seed + k, show_progress, executor)
             for k in range(CMAES_SEEDS_QUICK if quick else CMAES_SEEDS)]
     median = sorted(runs, key=lambda r: r.evaluations)[len(runs) // 2]
     x, c_curve, c_evals, c_seconds, _, c_iters, c_count = median
@@ -178,6 +194,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
     return ExperimentResult(
         name=NAME, quick=quick, seed=seed, metrics=metrics, paper=PAPER,
         extra={"gradient": gradient, "cmaes": cmaes,
+               "cmaes_executor": {"where": executor.where.value, "workers": executor.workers},
                "gradient_no_rolling_friction": no_rolling, "backend": backend,
                "rolling_friction": scene.ground.rolling_friction},
         series={"gradient_loss": history,

@@ -332,12 +332,21 @@ def _check_finite_rollouts(values) -> None:
 def estimate(objective: "BatchObjective | PolicyObjective", theta,
              estimator: "str | Estimator" = Estimator.ALPHA,
              options: EstimatorOptions = EstimatorOptions(),
-             rng: np.random.Generator | None = None) -> Estimate:
+             rng: np.random.Generator | None = None, executor=None) -> Estimate:
     """Estimate ∇F(θ) (θ: (d,)) with `estimator`; one call of `objective`
     on a batch of 1 + 2N vectors (N + 1 or N without `diagnose`; 2d for
     FINITE), or for a `PolicyObjective` of N + 2N rollouts
-    (`estimate_policy`)."""
+    (`estimate_policy`). With `executor` (a Ray address or a
+    `symphys.scale` executor) the objective is the `symphys.scale.Recipe`
+    of a batch objective, and the samples are spread over its workers."""
     estimator = as_estimator(estimator)
+    if executor is not None:
+        if isinstance(objective, PolicyObjective):
+            raise ParameterError("a policy objective runs in this process; to spread "
+                                 "samples over workers, pass the Recipe of a batch "
+                                 "objective (thetas (S, d) -> values, gradients)")
+        from symphys.scale import bind
+        objective = bind(objective, executor)
     theta = np.asarray(theta, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(theta)):
         raise ParameterError("theta contains NaN or inf")

@@ -285,15 +285,21 @@ class CmaResult:
     curve_evaluations: list
 
 
-def cmaes_minimise(loss_batch: Callable[[np.ndarray], np.ndarray], x0, sigma0: float,
-                   max_evaluations: int, target: float = -np.inf, seed: int = 0,
-                   popsize: int | None = None, callback: Callable | None = None) -> CmaResult:
+def cmaes_minimise(loss_batch, x0, sigma0: float, max_evaluations: int,
+                   target: float = -np.inf, seed: int = 0, popsize: int | None = None,
+                   callback: Callable | None = None, executor=None) -> CmaResult:
     """CMA-ES (Hansen's `cma`) on a loss evaluated a population at a time.
 
-    loss_batch: (P, D) candidates -> (P,) losses (one batched simulation);
-    stops at `max_evaluations` or when the best loss is below `target`.
+    loss_batch: (P, D) candidates -> (P,) losses (one batched simulation),
+    or with `executor` (a Ray address or a `symphys.scale` executor) the
+    `symphys.scale.Recipe` that builds it on each worker; stops at
+    `max_evaluations` or when the best loss is below `target`.
     callback(evaluations, best_loss) after each generation (progress bars)."""
     import cma
+
+    if executor is not None:
+        from symphys.scale import bind
+        loss_batch = bind(loss_batch, executor)
 
     options = {"seed": seed + 1, "verbose": -9, "ftarget": target,
                "maxfevals": max_evaluations}

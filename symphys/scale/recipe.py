@@ -1,0 +1,102 @@
+"""What a worker needs to evaluate a population: a `Recipe` that builds the
+objective once per worker, and the evaluation of one share of the
+population on the built objective.
+
+A compiled function does not travel between processes; its recipe does.
+`Recipe(build, args, kwargs)` names a module-level function that a worker
+imports and calls once, `build(*args, **kwargs) -> objective`, compiling
+from the scene through the on-disk caches (or loading an export folder,
+`from_export`). The objective takes a population of parameter vectors
+(P, D) and returns an array (P, ...) or a tuple of them (values and
+gradients, say; None entries stay None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from symphys.errors import ParameterError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """build(*args, **kwargs) -> objective (P, D) -> outputs (P, ...), run
+    once on each worker. `build` must be importable by name (a module-level
+    function) and the arguments picklable."""
+
+    build: Callable
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not callable(self.build):
+            raise ParameterError(f"Recipe: build must be a function, got {self.build!r}")
+        try:
+            pickle.dumps((self.args, self.kwargs))
+        except Exception as err:
+            raise ParameterError(f"Recipe for {_name(self.build)}: its arguments do not "
+                                 f"pickle ({type(err).__name__}: {err}); pass data a worker "
+                                 f"can rebuild from (a scene name, a path), not compiled "
+                                 f"functions") from None
+
+    @property
+    def key(self) -> str:
+        """A digest naming what the recipe builds (a worker's cache key)."""
+        text = pickle.dumps((_name(self.build), self.args, sorted(self.kwargs.items())))
+        return hashlib.sha256(text).hexdigest()[:16]
+
+    def make(self):
+        """The objective, built here."""
+        return self.build(*self.args, **self.kwargs)
+
+
+def _name(build: Callable) -> str:
+    return f"{getattr(build, '__module__', '?')}.{getattr(build, '__qualname__', build)}"
+
+
+def from_export(path) -> Recipe:
+    """A recipe loading the exported function at `path` (`symphys.export`)
+    on each worker: its inputs are the population (P, D) first, as exported."""
+    return Recipe(_load_export, (str(path),))
+
+
+def _load_export(path: str):
+    from symphys.compiler.export.read import load_compiled
+
+    return load_compiled(path)
+
+
+def concatenate(parts: list):
+    """Outputs of consecutive shares joined along their first axis: arrays,
+    or tuples of arrays and Nones."""
+    first = parts[0]
+    if isinstance(first, tuple):
+        return tuple(None if first[i] is None else np.concatenate([p[i] for p in parts])
+                     for i in range(len(first)))
+    return np.concatenate(parts)
+
+
+def _take(output, kept: int):
+    if isinstance(output, (tuple, list)):
+        return tuple(None if o is None else np.asarray(o)[:kept] for o in output)
+    return np.asarray(output)[:kept]
+
+
+def evaluate_share(objective, thetas: np.ndarray):
+    """objective(thetas (P, D)) in one call, or, for an objective compiled
+    for a fixed batch (`objective.rows`), in calls of that many rows, the
+    last padded with copies of its last vector."""
+    from symphys.learn.estimators import pad_rows
+
+    thetas = np.asarray(thetas, dtype=np.float64)
+    rows = getattr(objective, "rows", None)
+    if rows is None:
+        return _take(objective(thetas), len(thetas))
+    return concatenate([_take(objective(pad_rows(thetas[lo:lo + rows], rows)),
+                              len(thetas[lo:lo + rows]))
+                        for lo in range(0, len(thetas), rows)])
