@@ -1,5 +1,5 @@
 """The `symphys` command line: list, simulate, experiment, figure, bench,
-bench-gpu, sysid, export, convert. Every argument parser of symphys is in this
+bench-gpu, bench-scale, sysid, export, convert. Every argument parser of symphys is in this
 package (`sysid`, `export` and `convert` have modules of their own).
 
 Each command imports what it runs when it runs, so that `symphys list` and
@@ -168,6 +168,14 @@ def _cmd_bench_gpu(args) -> int:
     return 0
 
 
+def _cmd_bench_scale(args) -> int:
+    from symphys.bench import scale
+
+    scale.main(json_path=args.json, plot_path=args.plot,
+               populations=_integers(args.populations, "--populations"))
+    return 0
+
+
 def _integers(text: str, option: str) -> list[int]:
     try:
         values = [int(b) for b in text.split(",") if b.strip()]
@@ -247,6 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=200, help="steps per rollout (default 200)")
     p.add_argument("--json", default="results/gpu_bench.json", help="results file")
     p.set_defaults(func=_cmd_bench_gpu)
+
+    p = sub.add_parser("bench-scale", help="CMA-ES generations in process and on a local "
+                       "Ray cluster of 1 and 2 workers, and a model of 64")
+    p.add_argument("--populations", default="16,128,1024",
+                   help="comma-separated population sizes (default 16,128,1024)")
+    p.add_argument("--json", default="results/bench-scale.json", help="results file")
+    p.add_argument("--plot", default=None, help="PNG path (default: beside the JSON)")
+    p.set_defaults(func=_cmd_bench_scale)
 
     p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")
     p.add_argument("--json", default="results/bench.json", help="results file (and resume point)")

@@ -112,23 +112,23 @@ def constant_targets_floor(fn, ctrl, evaluations: int, seed: int = 0):
     return float(best.fun), [float(x) for x in best.x]
 
 
-def arm_losses(scene, ctrl, steps: int, backend: str, popsize: int):
+def arm_losses(scene, ctrl, steps: int, backend: str, rows: int):
     """The CMA-ES objective, built once per worker: candidates (P, W) (the
     controller's weights, flat) -> losses (P,), one batched simulation of
-    `popsize` arms a call (`rows`)."""
+    `rows` arms a call (`.rows`: the closed loop compiles for one size)."""
     names = list(ctrl.parameter_shapes())
     shapes = [ctrl.parameter_shapes()[n] for n in names]
     sizes = [int(np.prod(s)) for s in shapes]
     fn = closed_loop_function(scene, steps, ctrl, population_loss, backend=backend,
-                              population=popsize, gradient=False)
-    task = np.repeat(TARGET[None], popsize, axis=0)
+                              population=rows, gradient=False)
+    task = np.repeat(TARGET[None], rows, axis=0)
 
     def losses(xs):
         parts = np.split(np.asarray(xs), np.cumsum(sizes)[:-1], axis=1)
         weights = [p.reshape((len(xs),) + s) for p, s in zip(parts, shapes)]
         return np.asarray(fn(task, *weights), dtype=float)
 
-    losses.rows = popsize
+    losses.rows = rows
     return losses
 
 
@@ -139,7 +139,7 @@ def _cmaes_run(scene, ctrl, steps, budget, backend, seed, show, executor):
     x0 = np.concatenate([ctrl.init(seed)[n].ravel() for n in names])
     es = cma.CMAEvolutionStrategy(x0, CMAES_SIGMA, {
         "CMA_diagonal": True, "seed": seed + 1, "maxfevals": budget, "verbose": -9})
-    recipe = Recipe(arm_losses, (scene, ctrl, steps, backend, es.popsize))
+    recipe = Recipe(arm_losses, (scene, ctrl, steps, backend, executor.share_rows(es.popsize)))
     start = time.perf_counter()
     first = executor.evaluate(recipe, np.repeat(x0[None], es.popsize, axis=0))
     compile_s = time.perf_counter() - start

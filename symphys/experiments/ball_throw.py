@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from symphys.api import parameter_values, simulate, value_and_grad_function, value_function
+from symphys.compiler.backends import static_batch
 from symphys.experiments.common import ExperimentResult, progress, pyplot, table, verdict
 from symphys.learn.optim import Adam, PiecewiseSchedule
 from symphys.physics.algebra import safe_vector_norm
@@ -90,21 +91,23 @@ class CmaRun(NamedTuple):
     evaluations: int
 
 
-def throw_losses(scene, backend: str, popsize: int):
+def throw_losses(scene, backend: str, rows: int):
     """The CMA-ES objective, built once per worker: candidates (P, 6)
     (initial linear and angular velocity) -> losses (P,), one batched
-    simulation of `popsize` worlds a call (`rows`)."""
+    simulation a call (of `rows` worlds where the backend compiles for one
+    batch size: `.rows`)."""
     def values(xs):
         return parameter_values(scene, {"ball.velocity": xs[:, :3],
                                         "ball.angular_velocity": xs[:, 3:]})
 
-    fn = value_function(scene, STEPS, loss, values(np.zeros((popsize, 6)))[1], backend,
-                        batch=popsize)
+    fn = value_function(scene, STEPS, loss, values(np.zeros((rows, 6)))[1], backend,
+                        batch=rows)
 
     def losses(xs):
         return np.asarray(fn(*values(np.asarray(xs))[0]), dtype=float)
 
-    losses.rows = popsize
+    if static_batch(backend, True, rows) is not None:
+        losses.rows = rows
     return losses
 
 
@@ -114,7 +117,7 @@ def _cmaes(scene, backend, max_evaluations, seed, show, executor) -> CmaRun:
     es = cma.CMAEvolutionStrategy(np.zeros(6), 1.0, {
         "ftarget": GOAL, "seed": seed + 1, "maxfevals": max_evaluations,
         "verbose": -9})
-    recipe = Recipe(throw_losses, (scene, backend, es.popsize))
+    recipe = Recipe(throw_losses, (scene, backend, executor.share_rows(es.popsize)))
     start = time.perf_counter()
     executor.evaluate(recipe, np.zeros((es.popsize, 6)))   # builds it (compiles once)
     compile_s = time.perf_counter() - start

@@ -66,6 +66,11 @@ class InProcess:
     def evaluate(self, recipe: Recipe, thetas):
         return evaluate_share(self.objective(recipe), thetas)
 
+    def share_rows(self, count: int) -> int:
+        """The most vectors one call of an objective sees for a population
+        of `count` (what to compile a fixed-batch objective for)."""
+        return int(count)
+
     def run(self, function: Callable, items: Sequence, desc: str = "jobs",
             show: bool = False) -> list:
         bar = _bar(len(items), desc, show)
@@ -186,6 +191,11 @@ class RayCluster:
         recipe_ref = self._ray.put(recipe)
         jobs = [("evaluate", (recipe_ref, share)) for share in shares]
         return concatenate(self._dispatch(jobs, f"{len(thetas)} on {self.workers} workers"))
+
+    def share_rows(self, count: int) -> int:
+        """The most vectors one call of an objective sees for a population
+        of `count` (what to compile a fixed-batch objective for)."""
+        return -(-int(count) // max(1, min(int(count), self.workers * self.shares)))
 
     def run(self, function: Callable, items: Sequence, desc: str = "jobs",
             show: bool | None = None) -> list:

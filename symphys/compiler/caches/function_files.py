@@ -102,14 +102,17 @@ def _executable_path(key: str) -> Path:
 @functools.lru_cache(maxsize=1)
 def host_fingerprint() -> str:
     """What an XLA executable compiled in this process depends on: jaxlib's
-    version, the device kind, and the CPU's model and feature flags (XLA
-    compiles CPU code for the host's instruction set)."""
+    version, the device kind and count (an executable loaded in a process
+    with more devices is laid out for the wrong number), and the CPU's
+    model and feature flags (XLA compiles CPU code for the host's
+    instruction set)."""
     import platform
 
     import jax
     import jaxlib
 
-    parts = [jaxlib.__version__, platform.machine(), jax.devices()[0].device_kind]
+    parts = [jaxlib.__version__, platform.machine(), jax.devices()[0].device_kind,
+             f"devices={jax.device_count()}"]
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         lines = cpuinfo.read_text().splitlines()
