@@ -3,9 +3,11 @@ gives the in-process results (CMA-ES on the thrown ball, the alpha-order
 estimator, system identification from several starts), survives a worker
 that dies, and an unreachable cluster is a clear error."""
 
+import os
 import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -45,7 +47,7 @@ def test_an_unreachable_cluster_is_a_clear_error():
 
 def test_a_recipe_must_pickle_and_an_executor_takes_recipes():
     with pytest.raises(sp.SymphysError, match="do not pickle"):
-        Recipe(scale_objectives.bowl, (lambda: None,))
+        Recipe(scale_objectives.bowl, (threading.Lock(),))
     with pytest.raises(ClusterError, match="Recipe"):
         cmaes_minimise(scale_objectives.bowl(), np.zeros(2), 1.0, 10, executor=InProcess())
 
@@ -134,3 +136,11 @@ def test_the_command_line_says_which_experiments_take_a_cluster():
                             capture_output=True, text=True)
     assert result.returncode != 0
     assert "evaluates no populations, so it takes no --ray" in result.stderr
+    # the address from the environment reaches the experiment's executor
+    address = f"127.0.0.1:{_free_port()}"
+    result = subprocess.run([sys.executable, "-m", "symphys.cli.main", "experiment",
+                             "ball-throw", "--quick"], capture_output=True, text=True,
+                            env=dict(os.environ, SYMPHYS_RAY_ADDRESS=address))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"symphys: error: no Ray cluster answers at {address}" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -125,7 +125,7 @@ def _cmd_experiment(args) -> int:
         if "executor" not in inspect.signature(module.run).parameters:
             if args.ray:
                 raise SystemExit(f"symphys experiment {args.name}: evaluates no populations, "
-                                 f"so it takes no --ray (ball-throw and arm-fixed do)")
+                                 f"so it takes no --ray (ball-throw, arm-fixed and suh-ball-wall do)")
         else:
             from symphys.scale import RayCluster
             chosen["executor"] = RayCluster(address)
@@ -231,10 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "pendulum-camera keeps its distilled controller there)")
     p.add_argument("--data", help="a folder of other recordings (double-pendulum-sysid)")
     p.add_argument("--ray", metavar="ADDRESS",
-                   help="evaluate CMA-ES populations on this Ray cluster (host:port, "
+                   help="evaluate populations on this Ray cluster (host:port, "
                         "ray://host:port, auto, or local to start one here; default: "
-                        f"${RAY_ADDRESS_VARIABLE}, else in this process); ball-throw, "
-                        "arm-fixed")
+                        f"${RAY_ADDRESS_VARIABLE}, else in this process): CMA-ES in "
+                        "ball-throw and arm-fixed, estimator samples in suh-ball-wall")
     p.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="a new default for a parameter of the scenes the experiment reads, "
                         "e.g. ground.friction=0.5 (repeatable; a name no scene has is an "

@@ -27,6 +27,7 @@ from symphys.experiments.common import (ExperimentResult, draw_paths, progress, 
                                         verdict)
 from symphys.learn.estimators import EstimatorOptions, reparameterised
 from symphys.learn.optim import SGD
+from symphys.scale import Recipe, as_executor
 
 NAME = "suh-ball-wall"
 SPEED, GRAVITY = 1.0, 9.81
@@ -88,17 +89,20 @@ def throw_objective(backend: str = "numba"):
 
 
 def run(quick: bool = False, seed: int = 0, backend: str = "numba",
-        show_progress: bool = True) -> ExperimentResult:
-    objective = throw_objective(backend)
+        show_progress: bool = True, executor=None) -> ExperimentResult:
+    """executor: where the estimators' samples run (None: here; a Ray
+    address or a `symphys.scale` executor)."""
+    executor = as_executor(executor)
+    objective = Recipe(throw_objective, (backend,))
     iterations = QUICK_ITERATIONS if quick else ITERATIONS
     theta0 = THETA0_QUICK if quick else THETA0
     # The landscape on the batch the descent uses (1 + 2N worlds).
     grid = np.linspace(0.05, 1.35, 1 + 2 * OPTIONS.samples)
-    values, slopes = objective(grid[:, None])
+    values, slopes = executor.evaluate(objective, grid[:, None])
     paths, flagged, alphas = {}, {}, {}
     for estimator in progress(ESTIMATORS, NAME, show_progress):
         descent = SGD(learning_rate=RATE).minimise(objective, [theta0], iterations, estimator,
-                                                    OPTIONS, seed=seed)
+                                                    OPTIONS, seed=seed, executor=executor)
         paths[estimator] = descent.thetas[:, 0].tolist()
         flagged[estimator] = int(descent.flagged)
         alphas[estimator] = [float(a) for a in descent.alphas]

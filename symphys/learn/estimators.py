@@ -338,9 +338,12 @@ def estimate(objective: "BatchObjective | PolicyObjective", theta,
     FINITE), or for a `PolicyObjective` of N + 2N rollouts
     (`estimate_policy`). With `executor` (a Ray address or a
     `symphys.scale` executor) the objective is the `symphys.scale.Recipe`
-    of a batch objective, and the samples are spread over its workers."""
+    of a batch objective, and the samples are spread over its workers (a
+    recipe without an executor is built and run in this process)."""
     estimator = as_estimator(estimator)
-    if executor is not None:
+    from symphys.scale import Recipe
+
+    if executor is not None or isinstance(objective, Recipe):
         if isinstance(objective, PolicyObjective):
             raise ParameterError("a policy objective runs in this process; to spread "
                                  "samples over workers, pass the Recipe of a batch "

@@ -101,12 +101,14 @@ class _GradientOptimiser:
         schedule, goes on)."""
 
     def minimise(self, objective, theta0, iterations: int, estimator="alpha",
-                 options=None, seed: int = 0, progress: bool = False) -> "Descent":
+                 options=None, seed: int = 0, progress: bool = False,
+                 executor=None) -> "Descent":
         """Minimise the smoothed objective F(θ) = E[V(θ + w)] of a batch
         objective (`symphys.learn.estimators`; e.g. `symphys.api.batch_objective`)
         from θ0 (d,) for `iterations` steps of this optimiser, each on an
         `estimator` ("first", "zeroth", "alpha" or "finite") estimate of
-        ∇F drawn with `options` (`EstimatorOptions`); `progress`: a tqdm bar."""
+        ∇F drawn with `options` (`EstimatorOptions`); `progress`: a tqdm bar;
+        `executor`: where the samples run (`estimate`)."""
         estimator = as_estimator(estimator)
         options = EstimatorOptions() if options is None else options
         rng = np.random.default_rng(seed)
@@ -117,7 +119,7 @@ class _GradientOptimiser:
             from tqdm.auto import tqdm
             steps = tqdm(steps, desc=f"{estimator.value}-order descent")
         for _ in steps:
-            est = estimate(objective, theta, estimator, options, rng)
+            est = estimate(objective, theta, estimator, options, rng, executor)
             theta = self.step({"theta": theta}, {"theta": est.gradient})["theta"]
             thetas.append(theta)
             estimates.append(est)

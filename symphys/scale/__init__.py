@@ -4,7 +4,7 @@
 
 from symphys.scale.executors import (RAY_ADDRESS_VARIABLE, ClusterError, InProcess, RayCluster,
                                      Where, as_executor, bind)
-from symphys.scale.recipe import Recipe, evaluate_share, from_export
+from symphys.scale.recipe import Recipe, evaluate_share
 
 __all__ = ["RAY_ADDRESS_VARIABLE", "ClusterError", "InProcess", "RayCluster", "Recipe", "Where",
-           "as_executor", "bind", "evaluate_share", "from_export"]
+           "as_executor", "bind", "evaluate_share"]

@@ -6,12 +6,12 @@ Both executors offer the same two calls:
   the objective built once per worker from its `Recipe`, the population
   cut into consecutive shares, the outputs joined back in order;
 - `run(function, items)` -> [function(item) for item in items]: whole
-  independent jobs (a system-identification fit from each start), one
-  Ray task each.
+  independent jobs (a system-identification fit from each start).
 
-On Ray, each worker is an actor that keeps the objectives it built; an
-actor whose process dies is restarted and its call retried (up to
-`retries` times), so a run survives a lost worker. Results equal the
+On Ray, each worker is an actor that keeps the objectives it built and
+takes the next share or job when it is free; an actor whose process dies
+is restarted and its call retried (up to `retries` times), so a run
+survives a lost worker. Results equal the
 in-process ones: each world of a batch is computed alone, whatever share
 it lands in.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import enum
 import socket
-import time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -255,16 +254,18 @@ class RayCluster:
 
 
 Executor = InProcess | RayCluster
-# the clusters joined by address (`as_executor`), reused by later calls
+# the clusters joined by address (`as_executor`), reused by later calls, and
+# this process's executor (its objectives built once)
 _CLUSTERS: dict[str, RayCluster] = {}
+_HERE = InProcess()
 
 
 def as_executor(executor: "Executor | str | None") -> Executor:
-    """None: in this process; a string: the Ray cluster at that address
-    ('local' to start one here; joined once, then reused); an executor:
-    itself."""
+    """None: this process (one executor, which keeps what it built); a
+    string: the Ray cluster at that address ('local' to start one here;
+    joined once, then reused); an executor: itself."""
     if executor is None:
-        return InProcess()
+        return _HERE
     if isinstance(executor, str):
         cluster = _CLUSTERS.get(executor)
         if cluster is None or not cluster.open:
@@ -292,13 +293,3 @@ def bind(recipe: Recipe, executor: "Executor | str | None"):
     objective.recipe = recipe
     return objective
 
-
-def timed(executor: Executor, recipe: Recipe, thetas, repeats: int = 3) -> float:
-    """Median seconds of `executor.evaluate(recipe, thetas)` after one warm-up."""
-    executor.evaluate(recipe, thetas)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        executor.evaluate(recipe, thetas)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))

@@ -3,10 +3,9 @@ objective once per worker, and the evaluation of one share of the
 population on the built objective.
 
 A compiled function does not travel between processes; its recipe does.
-`Recipe(build, args, kwargs)` names a module-level function that a worker
-imports and calls once, `build(*args, **kwargs) -> objective`, compiling
-from the scene through the on-disk caches (or loading an export folder,
-`from_export`). The objective takes a population of parameter vectors
+`Recipe(build, args, kwargs)` names a function that a worker calls once,
+`build(*args, **kwargs) -> objective`, compiling from the scene through
+the on-disk caches (a machine that compiled it before loads it). The objective takes a population of parameter vectors
 (P, D) and returns an array (P, ...) or a tuple of them (values and
 gradients, say; None entries stay None).
 """
@@ -26,8 +25,9 @@ from symphys.errors import ParameterError
 @dataclass(frozen=True)
 class Recipe:
     """build(*args, **kwargs) -> objective (P, D) -> outputs (P, ...), run
-    once on each worker. `build` must be importable by name (a module-level
-    function) and the arguments picklable."""
+    once on each worker. `build` and the arguments must pickle as Ray ships
+    them (a module-level function travels by name, a loss written in a
+    notebook by value)."""
 
     build: Callable
     args: tuple = ()
@@ -37,7 +37,7 @@ class Recipe:
         if not callable(self.build):
             raise ParameterError(f"Recipe: build must be a function, got {self.build!r}")
         try:
-            pickle.dumps((self.args, self.kwargs))
+            _dumps((self.args, self.kwargs))
         except Exception as err:
             raise ParameterError(f"Recipe for {_name(self.build)}: its arguments do not "
                                  f"pickle ({type(err).__name__}: {err}); pass data a worker "
@@ -47,7 +47,7 @@ class Recipe:
     @property
     def key(self) -> str:
         """A digest naming what the recipe builds (a worker's cache key)."""
-        text = pickle.dumps((_name(self.build), self.args, sorted(self.kwargs.items())))
+        text = _dumps((_name(self.build), self.args, sorted(self.kwargs.items())))
         return hashlib.sha256(text).hexdigest()[:16]
 
     def make(self):
@@ -55,20 +55,18 @@ class Recipe:
         return self.build(*self.args, **self.kwargs)
 
 
+def _dumps(value) -> bytes:
+    """`value` pickled as Ray ships it (cloudpickle: lambdas and local
+    functions, a loss written in a notebook, travel by value)."""
+    try:
+        from ray import cloudpickle
+    except ImportError:
+        return pickle.dumps(value)
+    return cloudpickle.dumps(value)
+
+
 def _name(build: Callable) -> str:
     return f"{getattr(build, '__module__', '?')}.{getattr(build, '__qualname__', build)}"
-
-
-def from_export(path) -> Recipe:
-    """A recipe loading the exported function at `path` (`symphys.export`)
-    on each worker: its inputs are the population (P, D) first, as exported."""
-    return Recipe(_load_export, (str(path),))
-
-
-def _load_export(path: str):
-    from symphys.compiler.export.read import load_compiled
-
-    return load_compiled(path)
 
 
 def concatenate(parts: list):

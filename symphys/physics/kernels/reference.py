@@ -70,7 +70,11 @@ def reference_step_function(scene, gradient: bool = False):
     (`backends.interpreted`: nothing to compile). With `gradient`, also
     vjp(*inputs, g) -> the cotangents of the seven inputs for an output
     cotangent g (B, N, 18), from PyTensor's gradient of the reference."""
-    with rewrites.switched(False), interpreted():
+    # No creation stack on each node (traceback__limit=0, for this build
+    # only): a reference step and its gradient have tens of thousands of
+    # nodes, and recording every stack took a tenth of the build.
+    with rewrites.switched(False), interpreted(), \
+            pytensor.config.change_flags(traceback__limit=0):
         n, j, m = len(scene.bodies), len(scene.joints), len(scene.motors)
         S = pt.tensor("state", shape=(1, n, 18))
         body = pt.tensor("body", shape=(1, n, BODY.width))
