@@ -89,12 +89,10 @@ def evaluate_share(objective, thetas: np.ndarray):
     """objective(thetas (P, D)) in one call, or, for an objective compiled
     for a fixed batch (`objective.rows`), in calls of that many rows, the
     last padded with copies of its last vector."""
-    from symphys.learn.estimators import pad_rows
-
     thetas = np.asarray(thetas, dtype=np.float64)
     rows = getattr(objective, "rows", None)
     if rows is None:
         return _take(objective(thetas), len(thetas))
-    return concatenate([_take(objective(pad_rows(thetas[lo:lo + rows], rows)),
-                              len(thetas[lo:lo + rows]))
-                        for lo in range(0, len(thetas), rows)])
+    parts = [thetas[lo:lo + rows] for lo in range(0, len(thetas), rows)]
+    return concatenate([_take(objective(np.concatenate(
+        [part, np.repeat(part[-1:], rows - len(part), axis=0)])), len(part)) for part in parts])
