@@ -83,7 +83,8 @@ def test_cmaes_and_the_estimators_take_an_executor(cluster):
     options = EstimatorOptions(samples=20, sigma=0.1)
     theta = np.array([0.3, -0.2, 0.9])
     a = estimate(scale_objectives.bowl(), theta, "alpha", options, np.random.default_rng(5))
-    b = estimate(Recipe(scale_objectives.bowl, (7,)), theta, "alpha", options, np.random.default_rng(5), executor=cluster)
+    b = estimate(Recipe(scale_objectives.bowl, (7,)), theta, "alpha", options,
+                 np.random.default_rng(5), executor=cluster)
     np.testing.assert_allclose(b.gradient, a.gradient, rtol=0, atol=1e-12)
     np.testing.assert_allclose(b.first, a.first, rtol=0, atol=1e-12)
     assert b.value == pytest.approx(a.value, abs=1e-12)

@@ -5,13 +5,15 @@ population on the built objective.
 A compiled function does not travel between processes; its recipe does.
 `Recipe(build, args, kwargs)` names a function that a worker calls once,
 `build(*args, **kwargs) -> objective`, compiling from the scene through
-the on-disk caches (a machine that compiled it before loads it). The objective takes a population of parameter vectors
-(P, D) and returns an array (P, ...) or a tuple of them (values and
-gradients, say; None entries stay None).
+the on-disk caches (a machine that compiled it before loads it). The
+objective takes a population of parameter vectors (P, D) and returns an
+array (P, ...) or a tuple of them (values and gradients, say; None
+entries stay None).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 from dataclasses import dataclass, field
@@ -44,7 +46,7 @@ class Recipe:
                                  f"can rebuild from (a scene name, a path), not compiled "
                                  f"functions") from None
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """A digest naming what the recipe builds (a worker's cache key)."""
         text = _dumps((_name(self.build), self.args, sorted(self.kwargs.items())))
