@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symphys.errors import ParameterError, member
+from symphys.scale.recipe import pad
 
 BatchObjective = Callable[[np.ndarray], tuple[np.ndarray, "np.ndarray | None"]]
 
@@ -222,17 +223,10 @@ def reparameterised(objective: BatchObjective, params_of: Callable, jacobian_of:
     return wrapped
 
 
-def _pad(array: np.ndarray, rows: int) -> np.ndarray:
-    """array (K, ...) padded to (rows, ...) with copies of its last row."""
-    if rows < len(array):
-        raise ParameterError(f"{len(array)} vectors for a function of {rows} rows")
-    return np.concatenate([array, np.repeat(array[-1:], rows - len(array), axis=0)])
-
-
 def pad_rows(thetas, rows: int) -> np.ndarray:
     """thetas (K, d) padded to (rows, d) with copies of the last vector,
     for functions compiled for a fixed batch of `rows` >= K."""
-    return _pad(np.atleast_2d(np.asarray(thetas, dtype=np.float64)), rows)
+    return pad(np.atleast_2d(np.asarray(thetas, dtype=np.float64)), rows)
 
 
 def values_at(objective: BatchObjective, thetas) -> np.ndarray:
@@ -283,7 +277,7 @@ def in_chunks(call: Callable, chunk: int, *arrays) -> tuple:
     for lo in range(0, total, chunk):
         part = [a[lo:lo + chunk] for a in arrays]
         kept = len(part[0])
-        outs.append([np.asarray(o)[:kept] for o in call(*(_pad(a, chunk) for a in part))])
+        outs.append([np.asarray(o)[:kept] for o in call(*(pad(a, chunk) for a in part))])
     return tuple(np.concatenate(o) for o in zip(*outs))
 
 

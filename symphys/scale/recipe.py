@@ -87,6 +87,13 @@ def _take(output, kept: int):
     return np.asarray(output)[:kept]
 
 
+def pad(array: np.ndarray, rows: int) -> np.ndarray:
+    """array (K, ...) padded to (rows, ...) with copies of its last row."""
+    if rows < len(array):
+        raise ParameterError(f"{len(array)} vectors for a function of {rows} rows")
+    return np.concatenate([array, np.repeat(array[-1:], rows - len(array), axis=0)])
+
+
 def evaluate_share(objective, thetas: np.ndarray):
     """objective(thetas (P, D)) in one call, or, for an objective compiled
     for a fixed batch (`objective.rows`), in calls of that many rows, the
@@ -96,5 +103,4 @@ def evaluate_share(objective, thetas: np.ndarray):
     if rows is None:
         return _take(objective(thetas), len(thetas))
     parts = [thetas[lo:lo + rows] for lo in range(0, len(thetas), rows)]
-    return concatenate([_take(objective(np.concatenate(
-        [part, np.repeat(part[-1:], rows - len(part), axis=0)])), len(part)) for part in parts])
+    return concatenate([_take(objective(pad(part, rows)), len(part)) for part in parts])
