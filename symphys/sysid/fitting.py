@@ -326,6 +326,25 @@ class _Evaluator:
         return J
 
 
+def fit_base(scene: Scene, params: dict | None) -> dict:
+    """The scene's parameter values with `params` over them (one world)."""
+    base, batch = resolve_values(scene, params)
+    if batch is not None:
+        raise ParameterError(f"{scene.source}: params for a fit must not carry a batch axis")
+    return base
+
+
+def fit_variables(scene: Scene, data: Data, fit: Sequence[str], segment_fit: Sequence[str],
+                  base: dict, bounds: dict | None) -> tuple[list, list]:
+    """(shared, per-segment) variables of the parameters named in `fit` and
+    `segment_fit`: shared ones start from `base` (`fit_base`), per-segment
+    ones from the data (`starts_from_data`)."""
+    local = scene_variables(scene, segment_fit, base, per_segment=True,
+                            segments=len(data.segments), bounds=bounds)
+    return (scene_variables(scene, fit, base, bounds=bounds),
+            [replace(v, initial=starts_from_data(data, v, scene.dt)) for v in local])
+
+
 def fit(scene: Scene, recordings: Sequence[Recording], fit: Sequence[str] = (), *,
         segment_fit: Sequence[str] = (), segment_steps: int | None = None,
         params: dict | None = None, bounds: dict | None = None, noise: dict | None = None,
@@ -343,15 +362,11 @@ def fit(scene: Scene, recordings: Sequence[Recording], fit: Sequence[str] = (), 
     sigma}. A model whose fitted quantities are not scene parameters gives
     `variables` and `derive(variables, base) -> scene parameters` instead
     (and a `derive_key` naming it). Returns a `FitResult`."""
-    base, batch = resolve_values(scene, params)
-    if batch is not None:
-        raise ParameterError(f"{scene.source}: params for a fit must not carry a batch axis")
+    base = fit_base(scene, params)
     data = segment_data(scene, recordings, segment_steps, noise)
     if variables is None:
-        local = scene_variables(scene, segment_fit, base, per_segment=True,
-                                segments=len(data.segments), bounds=bounds)
-        variables = (scene_variables(scene, fit, base, bounds=bounds)
-                     + [replace(v, initial=starts_from_data(data, v, scene.dt)) for v in local])
+        shared, local = fit_variables(scene, data, fit, segment_fit, base, bounds)
+        variables = shared + local
     return fit_data(scene, data, variables, params=params, derive=derive,
                     derive_key=derive_key, method=method, backend=backend, chunk=chunk,
                     max_evaluations=max_evaluations, uncertainty=uncertainty,

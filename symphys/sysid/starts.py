@@ -19,10 +19,9 @@ from typing import Sequence
 import numpy as np
 
 from symphys.errors import ParameterError
-from symphys.scene.params import resolve_values
 from symphys.scene.scene import Scene
-from symphys.sysid.data import Variable, scene_variables, segment_data, starts_from_data
-from symphys.sysid.fitting import FitResult, fit
+from symphys.sysid.data import Variable, segment_data
+from symphys.sysid.fitting import FitResult, fit, fit_base, fit_variables
 from symphys.sysid.recordings import Recording
 
 
@@ -83,14 +82,9 @@ def fit_from_starts(scene: Scene, recordings: Sequence[Recording], fit_names: Se
         if key in options:
             raise ParameterError(f"fit_from_starts draws starts of scene parameters; "
                                  f"'{key}' is not supported here (call sysid.fit)")
-    base, batch = resolve_values(scene, params)
-    if batch is not None:
-        raise ParameterError(f"{scene.source}: params for a fit must not carry a batch axis")
+    base = fit_base(scene, params)
     data = segment_data(scene, recordings, segment_steps, noise)
-    shared = scene_variables(scene, fit_names, base, bounds=bounds)
-    local = [replace(v, initial=starts_from_data(data, v, scene.dt))
-             for v in scene_variables(scene, segment_fit, base, per_segment=True,
-                                      segments=len(data.segments), bounds=bounds)]
+    shared, local = fit_variables(scene, data, fit_names, segment_fit, base, bounds)
     rng = np.random.default_rng(seed)
     chosen = [shared] + [[replace(v, initial=drawn_start(v, rng, spread)) for v in shared]
                          for _ in range(starts - 1)]
