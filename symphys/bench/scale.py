@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
 
+from symphys.bench.timing import median_time
 from symphys.experiments.common import pyplot
 
 POPULATIONS = (16, 128, 1024)
@@ -30,7 +30,7 @@ PLAN_WORKERS = 64
 PLAN_POPULATIONS = (64, 256, 1024, 4096)
 
 
-def trivial(rows=None):
+def trivial():
     """An objective that does nothing: what a round of dispatch costs."""
     def objective(thetas):
         return np.zeros(len(thetas))
@@ -38,13 +38,10 @@ def trivial(rows=None):
 
 
 def _median_seconds(call, repeats: int) -> float:
-    call()                                  # builds the objective where it runs
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    """Median seconds of `repeats` calls after one that builds the objective
+    where it runs."""
+    call()
+    return median_time(call, (), repeats)[0]
 
 
 def measure(populations=POPULATIONS, workers=WORKERS, repeats: int = 3,
