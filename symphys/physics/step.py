@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 
+from symphys.errors import BackendError
 from symphys.physics.algebra import Vec3, cross, matTvec, matvec, renormalise, rotate_by
 from symphys.physics.contacts import STATIC, ContactBlock, Gather, contact_geometry
 from symphys.physics.geoms import GeomArrays
@@ -30,6 +31,7 @@ from symphys.physics.model import BodyArrays, State, WorldArrays
 from symphys.physics.penalty import apply_contact
 from symphys.physics.solver import (approach, contact_rows, mobility, solve, velocity_components,
                                     velocity_matrix)
+from symphys.scene.elements import SolverMethod
 from symphys.scene.scene import Scene
 
 
@@ -162,6 +164,11 @@ def step(model: StepModel, state: State) -> State:
                 for p in pre] + rows
         v_free, w_free = velocity_components(V)
         if rows:
+            if options.method is SolverMethod.NEWTON:
+                raise BackendError(
+                    "solver method 'newton' runs on the Numba kernels only so far; this "
+                    "graph is the reference (the C VM, JAX, or rewrites switched off): "
+                    "use backend='numba', or the solver method 'pgs'")
             V = solve(rows, V, options.iterations, options.friction_model)
         v, w = velocity_components(V)
         v_move, w_move = v, w

@@ -97,6 +97,13 @@ class FrictionModel(enum.Enum):
     CONE = "cone"
 
 
+class SolverMethod(enum.Enum):
+    """How the rows are solved each step (`SolverOptions.method`)."""
+
+    PGS = "pgs"           # projected Gauss-Seidel, `iterations` sweeps (the paper's)
+    NEWTON = "newton"     # Newton's method to `tolerance` (docs/solver.md)
+
+
 class TextureKind(enum.Enum):
     IMAGE = "image"       # an image file (PNG), read when the scene is loaded
     CHECKER = "checker"   # two colours, 2 x 2 squares per repeat
@@ -202,7 +209,16 @@ class Ground:
 class SolverOptions:
     """Options of the constraint solver and integrator.
 
-    iterations: projected Gauss-Seidel sweeps per step.
+    method: `SolverMethod`: projected Gauss-Seidel (PGS, the paper's) or
+      Newton's method on the convex problem of the rows (NEWTON: joints
+      exact, bounded rows soft by `bound_softness`, friction on a pyramid
+      of edges; converged to `tolerance`; the Numba kernels only so far).
+    iterations: PGS sweeps per step; NEWTON: at most this many Newton steps.
+    tolerance: NEWTON: the largest velocity residual |M^-1 g| it stops at,
+      relative to the largest speed.
+    bound_softness: NEWTON: the compliance of contacts, limits, servo and
+      dry-friction bounds relative to each row's inverse effective mass
+      (MuJoCo's (1 - d) / d of an impedance d).
     constraint_frequency, constraint_damping: soft constraints (Hz, ratio);
       None means stiff rows with `position_feedback` (Baumgarte factor).
     restitution_threshold: approach speed (m/s) below which e is ignored.
@@ -223,7 +239,10 @@ class SolverOptions:
     """
 
     model: ContactModel = ContactModel.IMPULSE
+    method: SolverMethod = SolverMethod.PGS
     iterations: int = 8
+    tolerance: float = 1e-7
+    bound_softness: float = 0.01
     constraint_frequency: float | None = None
     constraint_damping: float = 0.0
     position_feedback: float = 0.2

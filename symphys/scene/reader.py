@@ -19,7 +19,8 @@ from symphys.errors import ParameterError, SceneError, closest
 from symphys.scene.elements import (BODY_SENSORS, FEEDBACK_FIELDS, GROUND, GROUND_CHECKER,
                                     JOINT_SENSORS, WORLD, Body, Camera, ContactModel, FrictionModel,
                                     Geom, Ground, Joint, JointType, Motor, MotorMode, Plane, Sensor,
-                                    SensorKind, Shape, Sign, SolverOptions, check_inertia)
+                                    SensorKind, Shape, Sign, SolverMethod, SolverOptions,
+                                    check_inertia)
 from symphys.scene.fields import (BODY_KEYS, CAMERA_KEYS, GROUND_KEYS, JOINT_KEYS, MOTOR_KEYS,
                                   PLANE_KEYS, SENSOR_KEYS, SOLVER_KEYS, TOP_KEYS, Fields,
                                   check_finite, items, named_items, quaternion, shape_and_sizes,
@@ -141,6 +142,9 @@ def _read_solver(doc, source: str) -> SolverOptions:
         "constraint_frequency") else None
     return SolverOptions(
         model=r.enum("model", ContactModel, d.model),
+        method=r.enum("method", SolverMethod, d.method),
+        tolerance=r.number("tolerance", d.tolerance, sign=Sign.POSITIVE),
+        bound_softness=r.number("bound_softness", d.bound_softness, sign=Sign.POSITIVE),
         iterations=r.number("iterations", d.iterations, sign=Sign.POSITIVE, integer=True),
         constraint_frequency=freq,
         constraint_damping=r.number("constraint_damping", d.constraint_damping),

@@ -33,7 +33,7 @@ from symphys.physics.contacts import STATIC, ContactKind, contact_blocks
 from symphys.physics.drives import command_range
 from symphys.physics.joints import (LIMITED, articulated_bodies, drag_blocks, joint_blocks,
                                     limit_range, motor_blocks, soft_joint)
-from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode
+from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode, SolverMethod
 from symphys.scene.scene import Scene
 
 
@@ -149,7 +149,10 @@ class Option(enum.IntEnum):
     DAMPING = 6               # 1: velocity damping acts
     ROLLING = 7               # 1: contacts carry rolling rows
     RENORMALISE = 8           # Bjorck iterations per step
-    ITERATIONS = 9            # solver sweeps
+    ITERATIONS = 9            # solver sweeps (NEWTON: most Newton steps)
+    NEWTON = 10               # 1: the rows are solved by Newton's method
+    TOLERANCE = 11            # NEWTON: relative velocity residual it stops at
+    BOUND_SOFTNESS = 12       # NEWTON: bounded rows' relative compliance
 
 
 N_OPTIONS = len(Option)
@@ -286,6 +289,9 @@ def build_layout(scene: Scene) -> StepLayout:
     options[Option.ROLLING] = rolling
     options[Option.RENORMALISE] = s.renormalisation_iterations
     options[Option.ITERATIONS] = s.iterations
+    options[Option.NEWTON] = s.method is SolverMethod.NEWTON
+    options[Option.TOLERANCE] = s.tolerance
+    options[Option.BOUND_SOFTNESS] = s.bound_softness
     return StepLayout(_table(contacts), _table(joints), _table(drags), _table(servos),
                       _table(torques), joint_consts, motor_consts,
                       np.asarray(rows, dtype=np.int64).reshape(len(rows), 4),

@@ -198,7 +198,9 @@ def _contact_rows(V, contacts, bodies, body, geom, world, articulated, options):
     hits = (gap + dt * vn0 < 0) & (vn0 < -u0)
     bounce = -e * ramp * vn0
     target = jnp.where(hits, maximum(bounce, separation), separation)
-    normal = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_soft, gamma, target, 1.0, 0.0, INF, 0.0)
+    # UPPER (read by no sweep on a LOWER row): whether the contact can act this step.
+    can_act = jnp.where(penetrating | (gap == 0) | reaches, 1.0, 0.0)
+    normal = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_soft, gamma, target, 1.0, 0.0, can_act, 0.0)
 
     # friction rows (x, y on the ground) and rolling rows about the tangents
     t1, t2 = tangent_basis(n)

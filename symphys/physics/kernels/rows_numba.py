@@ -187,6 +187,9 @@ def contact_rows(s, body, geom, world, options, contacts, articulated, inv_i, ve
         out[r0, GAMMA] = gamma
         out[r0, KEEP] = 1.0
         out[r0, LOWER] = 0.0
+        # Whether the contact can act this step (the sweeps read no UPPER on
+        # a LOWER row; the converged solve builds friction only where it can).
+        out[r0, UPPER] = 1.0 if gap <= 0 or reaches else 0.0
 
 
 @leaf

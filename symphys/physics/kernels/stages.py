@@ -18,7 +18,10 @@ from dataclasses import fields
 
 import pytensor.tensor as pt
 
-from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, solve_numba_grad
+from symphys.errors import BackendError
+
+from symphys.physics.kernels import (newton_numba, newton_numba_grad, rows_numba, rows_numba_grad,
+                                     solve_numba, solve_numba_grad)
 from symphys.physics.kernels.layout import ROW, STATE, Option, StepLayout
 from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
 
@@ -70,6 +73,26 @@ SOLVE = Stage(
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
     version=1, home=__name__)
 
+def _newton_on_jax(*args):
+    raise BackendError("solver method 'newton' runs on the Numba kernels only so far: "
+                       "use backend='numba', or the solver method 'pgs'")
+
+
+_PATTERN = tuple(In(name, 2 if name == "pair" else 1, "int64", grad="disconnected")
+                 for name in ("order", "pair", "later", "nb_ptr", "nb"))
+NEWTON = Stage(
+    "NewtonSolve",
+    inputs=(In("v_free", 3), In("rows", 3), In("rows_table", 2, "int64"), In("state", 3),
+            In("body", 3), In("options", 1, grad="disconnected"), *_PATTERN),
+    outputs=(Out("v", (("v_free", 0), ("v_free", 1), 6)),),
+    numba_forward=newton_numba.solve, numba_vjp=newton_numba_grad.solve_vjp,
+    jax_forward=_newton_on_jax, params=("iterations", "stiff", "soft", "tolerance"),
+    vjp_reads_outputs=True,
+    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout",
+             "symphys.physics.kernels.rows_numba", "symphys.physics.kernels.rows_numba_grad",
+             "symphys.physics.kernels.newton_numba"),
+    version=1, home=__name__)
+
 INTEGRATE = Stage(
     "Integrate",
     inputs=(In("state", 3), In("v", 3), In("v_free", 3), In("tau", 2),
@@ -85,6 +108,7 @@ INTEGRATE = Stage(
 
 Rows, RowsGrad = stage_ops(ROWS)
 Solve, SolveGrad = stage_ops(SOLVE)
+NewtonSolve, NewtonSolveGrad = stage_ops(NEWTON)
 Integrate, IntegrateGrad = stage_ops(INTEGRATE)
 
 
@@ -97,6 +121,15 @@ def fused_step(state, body, world, joint, motor, geom, action, layout: StepLayou
     tables = [pt.as_tensor_variable(t) for t in tables]
     v_free, rows, tau = Rows()(state, body, world, joint, motor, geom, action, *tables)
     rows_table = tables[[f.name for f in fields(StepLayout)].index("rows")]
-    v = Solve(iterations=int(layout.options[Option.ITERATIONS]))(v_free, rows, rows_table)
+    iterations = int(layout.options[Option.ITERATIONS])
+    if layout.options[Option.NEWTON]:
+        tree = newton_numba.pattern(layout.rows, len(layout.articulated))
+        v = NewtonSolve(iterations=iterations, stiff=newton_numba.STIFF,
+                        soft=float(layout.options[Option.BOUND_SOFTNESS]),
+                        tolerance=float(layout.options[Option.TOLERANCE]))(
+            v_free, rows, rows_table, state, body, tables[-1],
+            *(pt.as_tensor_variable(a) for a in tree.arrays()))
+    else:
+        v = Solve(iterations=iterations)(v_free, rows, rows_table)
     return Integrate(renormalise=int(layout.options[Option.RENORMALISE]))(
         state, v, v_free, tau, tables[-1])
