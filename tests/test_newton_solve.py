@@ -173,3 +173,25 @@ def test_the_reference_graph_refuses_newton():
         scene.solver, method=SolverMethod.NEWTON))
     with pytest.raises(BackendError, match="'newton' runs on the Numba kernels only"):
         sp.simulate(scene, 2, action=[0.0], backend="cvm")
+
+
+def test_a_heavy_load_on_light_links_follows_mujoco():
+    """Three 50-g links carrying a 20-kg load (400 times heavier) swing from
+    level for 1 s: with the Newton solve the load's centre stays within
+    1 cm of MuJoCo's on the same file (measured: 0.54 cm; 8 Gauss-Seidel
+    sweeps leave it 35 cm away, 100 sweeps 4.2 cm)."""
+    mujoco = pytest.importorskip("mujoco")
+    from symphys.bench.solver import CHAIN
+
+    model = mujoco.MjModel.from_xml_string(CHAIN)
+    data = mujoco.MjData(model)
+    load = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "load")
+    theirs = []
+    for _ in range(500):
+        mujoco.mj_step(model, data)
+        theirs.append(data.xipos[load].copy())
+    scene = sp.load_mjcf(CHAIN)
+    scene = dataclasses.replace(scene, solver=dataclasses.replace(
+        scene.solver, method=SolverMethod.NEWTON, iterations=50))
+    mine = sp.simulate(scene, 500).position["load"][1:]
+    assert np.abs(mine - np.array(theirs)).max() < 0.01

@@ -1,5 +1,5 @@
 """The `symphys` command line: list, simulate, experiment, figure, bench,
-bench-gpu, bench-scale, sysid, export, convert. Every argument parser of symphys is in this
+bench-gpu, bench-scale, bench-solver, sysid, export, convert. Every argument parser of symphys is in this
 package (`sysid`, `export` and `convert` have modules of their own).
 
 Each command imports what it runs when it runs, so that `symphys list` and
@@ -176,6 +176,13 @@ def _cmd_bench_scale(args) -> int:
     return 0
 
 
+def _cmd_bench_solver(args) -> int:
+    from symphys.bench import solver
+
+    solver.main(json_path=args.json, plot_path=args.plot, steps=args.steps)
+    return 0
+
+
 def _integers(text: str, option: str) -> list[int]:
     try:
         values = [int(b) for b in text.split(",") if b.strip()]
@@ -263,6 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default="results/bench-scale.json", help="results file")
     p.add_argument("--plot", default=None, help="PNG path (default: beside the JSON)")
     p.set_defaults(func=_cmd_bench_scale)
+
+    p = sub.add_parser("bench-solver", help="the solver methods' convergence and cost on the "
+                       "quadruped and the ant, and robots held against MuJoCo")
+    p.add_argument("--steps", type=int, default=300, help="steps of the quadruped's gait")
+    p.add_argument("--json", default="results/bench-solver.json", help="results file")
+    p.add_argument("--plot", default=None, help="PNG path (default: beside the JSON)")
+    p.set_defaults(func=_cmd_bench_solver)
 
     p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")
     p.add_argument("--json", default="results/bench.json", help="results file (and resume point)")

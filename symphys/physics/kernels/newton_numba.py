@@ -377,12 +377,12 @@ def _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off):
         w = 1.0 / con[e, C_COMPLIANCE]
         for p in range(6):
             wp = w * con[e, C_JAC + p]
-            for q in range(6):
+            for q in range(p + 1):
                 diag[a, p, q] += wp * con[e, C_JAC + q]
         if b >= 0:
             for p in range(6):
                 wp = w * con[e, C_JAC + 6 + p]
-                for q in range(6):
+                for q in range(p + 1):
                     diag[b, p, q] += wp * con[e, C_JAC + 6 + q]
             blk = off[pair[a, b]]
             a_first = later[pair[a, b]] == b
@@ -392,15 +392,20 @@ def _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off):
                         blk[p, q] += w * con[e, C_JAC + p] * con[e, C_JAC + 6 + q]
                     else:
                         blk[p, q] += w * con[e, C_JAC + 6 + p] * con[e, C_JAC + q]
+    for i in range(mass.shape[0]):          # the lower triangles, mirrored
+        for p in range(6):
+            for q in range(p):
+                diag[i, q, p] = diag[i, p, q]
 
 
 @leaf
-def _line_search(con, kind, n_con, y, dy, quad, lin):
+def _line_search(con, kind, n_con, y, dy, quad, lin, slope):
     """The alpha minimising f(v + alpha step) (f piecewise quadratic in alpha:
     f'(alpha) = alpha quad + lin - sum_e lam_e(y_e + alpha dy_e) dy_e),
-    by safeguarded Newton steps on f'."""
-    alpha, lo_a, hi_a, first = 1.0, 0.0, np.inf, 0.0
-    for search in range(50):
+    by safeguarded Newton steps on f' from alpha = 1 (exact at once where
+    no constraint changes sides), to |f'| <= 1e-10 |f'(0)| (slope = f'(0))."""
+    alpha, lo_a, hi_a = 1.0, 0.0, np.inf
+    for _ in range(50):
         d1, d2 = alpha * quad + lin, quad
         for e in range(n_con):
             if dy[e] == 0.0:
@@ -411,9 +416,7 @@ def _line_search(con, kind, n_con, y, dy, quad, lin):
             d1 -= lam * dy[e]
             if unclamped:
                 d2 += dy[e] * dy[e] / c
-        if search == 0:
-            first = abs(d1)
-        if abs(d1) <= 1e-12 * first:
+        if abs(d1) <= 1e-10 * abs(slope):
             return alpha
         if d1 > 0:
             hi_a = alpha
@@ -487,7 +490,10 @@ def newton_world(v_free, rows_w, table, inv_mass, inv_i, order, pair, later, nb_
             for k in range(6):
                 quad += step[i, k] * mx[i, k]
                 lin += mx[i, k] * dv[i, k]
-        alpha = _line_search(con, kind, n_con, y, dy, quad, lin)
+        slope = lin
+        for e in range(n_con):
+            slope -= lam[e] * dy[e]
+        alpha = _line_search(con, kind, n_con, y, dy, quad, lin, slope)
         for i in range(n):
             for k in range(6):
                 v[i, k] += alpha * step[i, k]
