@@ -1,15 +1,22 @@
 """Faults of the on-disk caches: a damaged file in Numba's cache of the
-kernel entries and a cache folder that cannot be written."""
+kernel entries, a cache folder that cannot be written, and a loop compiled in the
+background by several runs at once."""
 
+import json
 import logging
 import pickle
+import subprocess
+import sys
 
 import numpy as np
+import psutil
+import pytensor
 import pytensor.tensor as pt
 import pytest
 from test_kernel_ops import EXP
 
-from symphys.compiler import caches
+import symphys as sp
+from symphys.compiler import background, caches, loops
 from symphys.compiler.backends import compile
 from symphys.physics.kernels import entry_numba
 
@@ -107,3 +114,74 @@ def test_unwritable_numba_folder_compiles_entries_uncached(tmp_path, monkeypatch
         entry_numba.entry_address(key)
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and str(folder) in warnings[0], warnings
+
+
+# -- one background compile per loop and machine ---------------------------------------
+def _auto_loop():
+    """(the `CompiledLoop` op, its node, input values) of a one-loop graph
+    compiled with `Loops.AUTO` (the loop itself not compiled)."""
+    x = pt.vector("x")
+    states = pytensor.scan(lambda s: pt.cos(s) * 0.5, outputs_info=[x], n_steps=3,
+                           return_updates=False)
+    with sp.loops(sp.Loops.AUTO):
+        fn = compile([x], states.sum(), backend="numba", disk_cache=False)
+    node = next(n for n in fn.fn.maker.fgraph.apply_nodes
+                if isinstance(n.op, loops.CompiledLoop))
+    return node.op, node, [np.int64(3), np.zeros((4, 3))]
+
+
+class _Started(Exception):
+    """Raised by the stand-in for starting a background compile."""
+
+
+def _no_start(*args, **kwargs):
+    raise _Started
+
+
+def _marker_of(proc):
+    return {"pid": proc.pid, "started": psutil.Process(proc.pid).create_time()}
+
+
+def test_a_loop_another_process_compiles_is_not_compiled_again(numba_folder, monkeypatch):
+    op, node, inputs = _auto_loop()
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        marker = background.in_flight_marker(loops._loop_key(op, node))
+        marker.write_text(json.dumps(_marker_of(owner)))
+        monkeypatch.setattr(background, "_launch", _no_start)
+        waiting = loops.background_compile(op, node, inputs)     # starts nothing
+        assert waiting.poll() is None
+        background.done_marker(loops._loop_key(op, node)).write_text("12.5")
+        assert waiting.poll() == 0                                 # the other one finished
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def test_a_dead_owners_marker_is_taken_over(numba_folder, monkeypatch):
+    op, node, inputs = _auto_loop()
+    owner = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner.wait()                                                   # its pid is gone
+    marker = background.in_flight_marker(loops._loop_key(op, node))
+    marker.write_text(json.dumps({"pid": owner.pid, "started": 1.0}))
+    monkeypatch.setattr(background, "_launch", _no_start)
+    with pytest.raises(_Started):
+        loops.background_compile(op, node, inputs)
+
+
+def test_exit_line_says_what_still_compiles(numba_folder, monkeypatch, capsys):
+    monkeypatch.setattr(background, "_WAITING", [])
+    monkeypatch.setattr(background, "_launch", _no_start)
+    op, node, inputs = _auto_loop()
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (numba_folder / "symphys-loop-earlier.done").write_text("90")
+        background.in_flight_marker(loops._loop_key(op, node)).write_text(json.dumps(_marker_of(owner)))
+        loops.background_compile(op, node, inputs)
+        background.say_still_compiling()
+    finally:
+        owner.kill()
+        owner.wait()
+    err = capsys.readouterr().err
+    assert "1 loop still compiling in the background" in err
+    assert "usually ~90 s" in err and "the next run uses it" in err
