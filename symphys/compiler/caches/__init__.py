@@ -11,8 +11,9 @@
   that builds the same graph skips the rewrites.
 
 Below them sit PyTensor's compile folder (C modules) and Numba's cache
-(machine code), both kept by those libraries. The two on-disk caches share
-one folder, `cache_dir()`.
+(machine code), both kept by those libraries (`numba_files` replaces a
+damaged file of Numba's cache of the kernel entries). The two on-disk
+caches share one folder, `cache_dir()`.
 
 A cache folder that cannot be written is reported once (`cannot_write`)
 and the run goes on without it: every write goes through
