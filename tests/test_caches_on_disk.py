@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import psutil
 import pytensor
@@ -19,6 +20,7 @@ import symphys as sp
 from symphys.compiler import background, caches, loops
 from symphys.compiler.backends import compile
 from symphys.physics.kernels import entry_numba
+from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
 
 
 @pytest.fixture
@@ -76,6 +78,38 @@ def test_damaged_entry_file_is_replaced(damaged, numba_folder, monkeypatch, capl
     caplog.clear()
     _fresh_entry(monkeypatch)                               # loaded, nothing to say
     assert not caplog.records
+
+
+def _half(x):
+    return 0.5 * x
+
+
+def _half_vjp(x, dy):
+    return (0.5 * dy,)
+
+
+def test_damaged_kernel_cache_file_is_replaced(numba_folder, tmp_path, monkeypatch, caplog):
+    """The kernel behind an entry, in Numba's cache of its own (the
+    workers': `NUMBA_CACHE_DIR`), is loaded when an entry is compiled."""
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "kernels"))
+
+    def entry(name):
+        stage = Stage(name, inputs=(In("x", 1),), outputs=(Out("y", (("x", 0),)),),
+                      numba_forward=numba.njit(cache=True)(_half),
+                      numba_vjp=numba.njit(_half_vjp), jax_forward=_half)
+        stage_ops(stage)
+        return entry_numba.entry_address(entry_numba.entry_key(stage, False, ""))
+
+    entry("ToyHalfA")
+    [path] = (tmp_path / "kernels").rglob("*_half*.nbi")
+    path.write_bytes(b"\x80\x05damaged")
+    with caplog.at_level(logging.WARNING):
+        address = entry("ToyHalfB")                 # a new entry, the same kernel
+    np.testing.assert_array_equal(_call(address), 0.5 * np.linspace(0.0, 1.0, 4))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and path.name in warnings[0], warnings
+    with open(path, "rb") as f:
+        pickle.load(f)
 
 
 # -- cache folders that cannot be written ---------------------------------------------
@@ -185,3 +219,16 @@ def test_exit_line_says_what_still_compiles(numba_folder, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "1 loop still compiling in the background" in err
     assert "usually ~90 s" in err and "the next run uses it" in err
+
+
+def test_an_unwritable_numba_folder_leaves_the_loop_interpreted(tmp_path, monkeypatch, caplog):
+    import pytensor.link.numba.cache as numba_cache
+
+    op, node, inputs = _auto_loop()
+    folder = _unwritable(tmp_path)
+    monkeypatch.setattr(numba_cache, "NUMBA_CACHE_PATH", folder)
+    monkeypatch.setattr(background, "_launch", _no_start)
+    with caplog.at_level(logging.WARNING):
+        waiting = loops.background_compile(op, node, inputs)       # starts nothing
+    assert waiting.poll() is None and not waiting.running()
+    assert str(folder) in caplog.text

@@ -24,10 +24,11 @@ _log = logging.getLogger(__name__)
 
 
 def damaged(folder: Path, name: str = "") -> list[Path]:
-    """The index and data files of Numba's cache in `folder` (those whose
-    file names contain `name`) that do not read back as Numba reads them."""
+    """The index and data files of Numba's cache in `folder` and its
+    subfolders (those whose file names contain `name`) that do not read back
+    as Numba reads them."""
     found = []
-    for index in sorted(folder.glob(f"*{name}*.nbi")):
+    for index in sorted(folder.rglob(f"*{name}*.nbi" if name else "*.nbi")):
         try:
             with open(index, "rb") as f:
                 version = pickle.load(f)
@@ -40,7 +41,7 @@ def damaged(folder: Path, name: str = "") -> list[Path]:
             found.append(index)
             continue
         for data_name in data_names:
-            data = folder / data_name
+            data = index.parent / data_name
             try:
                 if data.exists():
                     pickle.loads(data.read_bytes())

@@ -364,22 +364,24 @@ def entry_address(key: str) -> int:
              "copy_into": copy_into, "copy_scalar_into": copy_scalar_into, "only": only,
              "__name__": __name__},
             cache_key=_entry_cache_key(key))
-        entry = _ENTRIES[key] = _cfunc(fn, key)
+        entry = _ENTRIES[key] = _cfunc(fn, key, kernel)
     return entry.address
 
 
-def _cfunc(fn, key: str):
+def _cfunc(fn, key: str, kernel):
     """The C entry of `fn`, loaded from Numba's disk cache or compiled into
-    it; its damaged cache files (and the workers' kernel cache's) replaced,
-    and compiled uncached where the folder cannot be written."""
+    it; damaged files of its cache and of its kernel's replaced, and
+    compiled uncached where the folder cannot be written."""
     from pytensor.link.numba.cache import NUMBA_CACHE_PATH
 
     def build(cache=on_disk(key) or caches.writable(NUMBA_CACHE_PATH)):
         return numba.cfunc(_SIGNATURE, cache=cache, error_model="numpy")(fn)
 
     places = [(NUMBA_CACHE_PATH, _entry_cache_key(key))]
-    if numba.config.CACHE_DIR:            # a worker: the kernels' cache (`kernel_cache_dir`)
-        places.append((Path(numba.config.CACHE_DIR), ""))
+    # The kernel's own Numba cache (a worker's: `kernel_cache_dir`).
+    kernel_cache = getattr(getattr(kernel, "_cache", None), "cache_path", None)
+    if kernel_cache:
+        places.append((Path(kernel_cache), ""))
     try:
         return numba_files.compile_healing(build, places)
     except OSError as err:                # a damaged file that cannot be replaced
