@@ -104,7 +104,10 @@ class Compile:
                       file=sys.stderr, flush=True)
                 return
             self.process = _launch(self.key, self._job)
-            self.started = psutil.Process(self.process.pid).create_time()
+            try:
+                self.started = psutil.Process(self.process.pid).create_time()
+            except psutil.Error:       # ended already: the marker is stale at once
+                pass
             caches.write_atomically(in_flight_marker(self.key), json.dumps(
                 {"pid": self.process.pid, "started": self.started,
                  "host": socket.gethostname()}).encode())
