@@ -25,8 +25,9 @@ kernels, compiled either way. `Loops` says how the `numba` mode runs loops:
   (`interpreted_scan`); a quadruped's value and gradient then run about 2x
   slower than compiled, the ball's about 10-30x;
 - `Loops.AUTO` (the default): compiled when this machine has compiled the
-  loop before, else interpreted while a background process compiles it;
-  the calls after that run compiled. Values from the two agree to about
+  loop before, else interpreted while a background process compiles it
+  (one per loop and machine: `symphys.compiler.background`); the calls
+  after that run compiled. Values from the two agree to about
   1e-12 (not bit for bit); choose one of the others where a run must be
   reproduced bit for bit.
 
@@ -41,9 +42,7 @@ import contextvars
 import enum
 import os
 import pickle
-import subprocess
 import sys
-import tempfile
 
 import pytensor
 import pytensor.scalar as ps
@@ -59,6 +58,7 @@ from pytensor.scalar.basic import Composite
 from pytensor.scan.op import Scan
 from pytensor.tensor.elemwise import Elemwise
 
+from symphys.compiler import background
 from symphys.compiler.caches import rewritten_graphs, source_digest
 from symphys.errors import SymphysError
 
@@ -194,44 +194,15 @@ def _loop_key(op: CompiledLoop, node) -> str:
     return rewritten_graphs.graph_key(fresh, outs, f"numba-loop-{source_digest()}")
 
 
-def _marker(key: str):
-    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
-
-    return NUMBA_CACHE_PATH / f"symphys-loop-{key}.done"
-
-
 def background_compile(op: CompiledLoop, node, inputs):
-    """True when the loop is compiled on this machine already (a marker
-    next to PyTensor's Numba cache says so); else the process (started here,
-    at low priority) that compiles it into the disk cache by running it once
-    on `inputs`, then leaves the marker."""
+    """True when the loop is compiled on this machine already; else its
+    compile in a background process (`background.start`: started here, or
+    another process's under way), which runs it once on `inputs`."""
     key = _loop_key(op, node)
-    marker = _marker(key)
-    if marker.exists():
+    if background.done_marker(key).exists():
         return True
-    from symphys.physics.kernels.entry_numba import worker_env   # brings Numba in
-
-    job = tempfile.NamedTemporaryFile(suffix=".pkl", delete=False)
-    with job:
-        pickle.dump((op.scan, [i.type for i in node.inputs], list(inputs), str(marker)), job)
-    print("symphys: a loop runs interpreted while a background process compiles it "
-          "(once per machine)", file=sys.stderr, flush=True)
-    return subprocess.Popen([sys.executable, "-c", _COMPILER, job.name], env=worker_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-# The background compile (a fresh interpreter, so the caller's main module is
-# not run again), at low priority: build the loop, run it once, leave the marker.
-_COMPILER = ("import os, pickle, sys\n"
-             "if hasattr(os, 'nice'):\n"
-             "    os.nice(10)\n"
-             "from pathlib import Path\n"
-             "from symphys.compiler.loops import CompiledLoop\n"
-             "path = sys.argv[1]\n"
-             "scan, types, inputs, marker = pickle.loads(Path(path).read_bytes())\n"
-             "os.unlink(path)\n"
-             "CompiledLoop(scan).compiled(types)(*inputs)\n"
-             "Path(marker).touch()\n")
+    return background.start(key, pickle.dumps((op.scan, [i.type for i in node.inputs],
+                                               list(inputs))))
 
 
 # NumPy's ufuncs, which the Python VM runs elementwise nodes with, take at

@@ -155,7 +155,7 @@ class ExportedFunction:
             try:
                 from jax.experimental import serialize_executable
                 payload = serialize_executable.serialize(compiled)[0]
-                rewritten_graphs.write_atomically(self._executable, payload)
+                caches.write_atomically(self._executable, payload)
             except Exception as err:   # noqa: BLE001 - the function still runs
                 _log.warning("symphys: executable not kept (%s: %s)",
                              type(err).__name__, err)
@@ -248,10 +248,9 @@ def store(key: str, compiled: Compiled) -> Compiled:
         exported = _export_jax(compiled.fn)
         if exported is not None:
             exported, blob, entry["inputs"] = exported
-            rewritten_graphs.write_atomically(paths[1], blob)
-            entry["jax"] = True
+            entry["jax"] = caches.write_atomically(paths[1], blob)
             use = Compiled(ExportedFunction(exported, entry["inputs"], _executable_path(key)),
                            compiled.backend, compiled.input_names, single=compiled.single,
                            graph_key=compiled.graph_key, rewrites_on=compiled.rewrites_on)
-    rewritten_graphs.write_atomically(paths[0], json.dumps(entry).encode())
+    caches.write_atomically(paths[0], json.dumps(entry).encode())
     return use

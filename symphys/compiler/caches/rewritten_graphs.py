@@ -26,13 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import pickle
 import re
 import sys
-import tempfile
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytensor
@@ -41,7 +38,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.fg import FunctionGraph
 from pytensor.scan.op import Scan
 
-from symphys.compiler.caches import cache_dir
+from symphys.compiler.caches import cache_dir, write_atomically
 from symphys.version import __version__
 
 _log = logging.getLogger(__name__)
@@ -203,7 +200,7 @@ def _with_deep_stack(work):
 
 def store(key: str, fn) -> bool:
     """Pickle the rewritten graph of compiled function `fn` under `key`;
-    whether it was stored."""
+    whether it was stored (not where the folder cannot be written)."""
     folder = cache_dir()
     if folder is None:
         return False
@@ -213,8 +210,7 @@ def store(key: str, fn) -> bool:
         _log.warning("symphys: graph not cached, it does not pickle (%s: %s)",
                      type(err).__name__, err)
         return False
-    write_atomically(folder / f"{key}.pkl", blob)
-    return True
+    return write_atomically(folder / f"{key}.pkl", blob)
 
 
 def graph_bytes(fn) -> bytes:
@@ -223,12 +219,3 @@ def graph_bytes(fn) -> bytes:
     fgraph = fn.maker.fgraph
     graph = (list(fgraph.inputs), list(fgraph.outputs))
     return _with_deep_stack(lambda: pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder, so
-    another process reading the cache sees the whole file or none of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
-        f.write(data)
-    os.replace(f.name, path)

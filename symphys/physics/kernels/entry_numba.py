@@ -24,7 +24,6 @@ and copies its results into the outputs.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import hashlib
@@ -40,6 +39,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
+from symphys.compiler import caches
+from symphys.compiler.caches import numba_files
 from symphys.physics.kernels.registry import stage_cache_key, stage_named
 
 MAX_NDIM = 3
@@ -270,36 +271,22 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-@contextlib.contextmanager
-def _machine_lock():
-    """Held while entries compile: another process waits, then finds them on
-    disk (no lock where `fcntl` is missing)."""
-    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
-
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    with open(NUMBA_CACHE_PATH / "symphys-entries.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def prepare(keys) -> None:
     """Compile the entries `keys` that neither this process nor the disk
     cache has, in worker processes (in parallel where there are several
     cores; a cold machine's first graph: about a minute on one core for all
     the stages), which keep the kernels' own Numba cache in
-    `kernel_cache_dir`."""
+    `kernel_cache_dir`. Nothing where PyTensor's Numba folder cannot be
+    written (`caches.writable`)."""
+    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
+
     missing = sorted({k for k in keys if k not in _ENTRIES and not on_disk(k)},
                      key=_compile_weight, reverse=True)
-    if not missing:
+    # Where nothing can be kept, each entry compiles (uncached) on first use.
+    if not missing or not caches.writable(NUMBA_CACHE_PATH):
         return
-    with _machine_lock():
+    # Another process compiling entries: wait, then find them on disk.
+    with caches.file_lock(NUMBA_CACHE_PATH / "symphys-entries.lock"):
         missing = [k for k in missing if not on_disk(k)]
         workers = min(len(missing), _cpus())
         if not missing:
@@ -377,9 +364,29 @@ def entry_address(key: str) -> int:
              "copy_into": copy_into, "copy_scalar_into": copy_scalar_into, "only": only,
              "__name__": __name__},
             cache_key=_entry_cache_key(key))
-        entry = _ENTRIES[key] = numba.cfunc(_SIGNATURE, cache=True,
-                                            error_model="numpy")(fn)
+        entry = _ENTRIES[key] = _cfunc(fn, key, kernel)
     return entry.address
+
+
+def _cfunc(fn, key: str, kernel):
+    """The C entry of `fn`, loaded from Numba's disk cache or compiled into
+    it; damaged files of its cache and of its kernel's replaced, and
+    compiled uncached where the folder cannot be written."""
+    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
+
+    def build(cache=on_disk(key) or caches.writable(NUMBA_CACHE_PATH)):
+        return numba.cfunc(_SIGNATURE, cache=cache, error_model="numpy")(fn)
+
+    places = [(NUMBA_CACHE_PATH, _entry_cache_key(key))]
+    # The kernel's own Numba cache (a worker's: `kernel_cache_dir`).
+    kernel_cache = getattr(getattr(kernel, "_cache", None), "cache_path", None)
+    if kernel_cache:
+        places.append((Path(kernel_cache), ""))
+    try:
+        return numba_files.compile_healing(build, places)
+    except OSError as err:                # a damaged file that cannot be replaced
+        caches.cannot_write(NUMBA_CACHE_PATH, err)
+        return build(cache=False)
 
 
 def caller_source(stage, is_grad: bool, name: str, params: tuple, kinds: str,
