@@ -202,12 +202,14 @@ class Ground:
 class SolverOptions:
     """Options of the constraint solver and integrator.
 
-    iterations: projected Gauss-Seidel sweeps per step.
+    iterations: projected Gauss-Seidel sweeps per step, 1 to
+      `MAX_ITERATIONS`.
     constraint_frequency, constraint_damping: soft constraints (Hz, ratio);
       None means stiff rows with `position_feedback` (Baumgarte factor).
     restitution_threshold: approach speed (m/s) below which e is ignored.
     gyroscopic: include the -w x (I w) torque.
-    renormalisation_iterations: Bjorck steps (3A - A A^T A)/2 per step.
+    renormalisation_iterations: Bjorck steps (3A - A A^T A)/2 per step, 0 to
+      `MAX_RENORMALISATION`.
     contact_stiffness, contact_damping: k (N/m) and c (N s/m) of the
       penalty and smooth contact models (parameters `solver.contact_*`);
     contact_smoothing: the smooth model's length scale s (m).
@@ -551,3 +553,11 @@ FIELD_SIGNS = {
                      "dry_friction", "constraint_damping", "contact_damping",
                      "velocity_damping", *MOTOR_FIELDS, *FEEDBACK_FIELDS), Sign.NONNEGATIVE),
 }
+
+# Upper bounds (inclusive) of bounded fields, by name, checked as FIELD_SIGNS
+# is: a restitution above 1 would add energy at every bounce.
+FIELD_MAXIMA = {"restitution": 1.0}
+# Most solver sweeps and renormalisation steps per step: each is unrolled or
+# taped per step, and a converged solver needs tens (MuJoCo's default cap is 100).
+MAX_ITERATIONS = 1000
+MAX_RENORMALISATION = 100
