@@ -3,6 +3,7 @@ ParameterError naming the file or scene, the item and the field (no NaN,
 no raw traceback). Nothing here compiles."""
 
 import json
+import warnings
 
 import pytest
 
@@ -111,3 +112,19 @@ def test_a_local_file_named_like_a_shipped_scene_says_how_to_pick(tmp_path, monk
     assert str(scenes_dir() / "ball.json") in msg
     assert sp.load_scene("./ball").name == "t"
     assert sp.load_scene(scenes_dir() / "ball.json").name == "ball"
+
+
+def test_shipped_scenes_are_named_as_their_files():
+    names = sp.available_scenes()
+    assert "hopper" not in names and "quadruped_revisited" in names
+    for name in names:
+        assert sp.load_scene(name).name == name
+
+
+def test_the_old_hopper_name_loads_with_a_warning():
+    with pytest.warns(FutureWarning, match="'hopper' is now called 'quadruped_revisited'"):
+        scene = sp.load_scene("hopper")
+    assert scene.name == "quadruped_revisited"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sp.load_scene("quadruped_revisited")

@@ -24,7 +24,7 @@ def scenes_dir() -> Path:
 
 # Old names of shipped scenes: {old: new}. The old name still loads, with a
 # FutureWarning naming the new one.
-RENAMED_SCENES: dict[str, str] = {}
+RENAMED_SCENES = {"hopper": "quadruped_revisited"}
 
 
 def available_scenes() -> list[str]:
