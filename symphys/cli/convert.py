@@ -23,6 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--drop-heavy-armature", action="store_true",
                    help="leave out armature heavier than symphys holds (each is listed) "
                         "instead of refusing the file")
+    p.add_argument("--drop-passive-tendons", action="store_true",
+                   help="leave out tendons no actuator drives (each is listed, with the "
+                        "forces it would have made) instead of refusing the file")
     p.add_argument("--cylinders-as-capsules", action="store_true",
                    help="collide cylinders as capsules of the same radius and axis segment")
     p.set_defaults(func=cli_main)
@@ -37,6 +40,7 @@ def cli_main(args) -> int:
         warnings.simplefilter("always")
         scene = load(args.robot, on_unsupported="drop" if args.drop_unsupported else "error",
                      heavy_armature="drop" if args.drop_heavy_armature else "error",
+                     passive_tendons="drop" if args.drop_passive_tendons else "error",
                      cylinders_as_capsules=args.cylinders_as_capsules)
     for warning in caught:
         print(warning.message)
