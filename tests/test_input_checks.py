@@ -5,6 +5,7 @@ no raw traceback). Nothing here compiles."""
 import json
 import warnings
 
+import numpy as np
 import pytest
 
 import symphys as sp
@@ -128,3 +129,13 @@ def test_the_old_hopper_name_loads_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sp.load_scene("quadruped_revisited")
+
+
+def test_messages_count_in_the_singular_and_plural():
+    from symphys.errors import counted
+    from symphys.scale.recipe import pad
+    assert [counted(1, "motor"), counted(2, "motor"), counted(0, "output")] == [
+        "1 motor", "2 motors", "0 outputs"]
+    assert counted(1, "body", "bodies") == "1 body" and counted(3, "body", "bodies") == "3 bodies"
+    with pytest.raises(ParameterError, match="^2 vectors for a function of 1 row$"):
+        pad(np.zeros((2, 3)), 1)

@@ -357,7 +357,7 @@ def test_urdf_reads_through_mujoco(tmp_path):
 def test_convert_writes_a_scene_file_that_loads_back(tmp_path, capsys):
     out = tmp_path / "idp.json"
     assert cli(["convert", str(DOUBLE), "-o", str(out)]) == 0
-    assert "3 bodies, 3 joints, 1 motors" in capsys.readouterr().out
+    assert "3 bodies, 3 joints, 1 motor, 0 contact pairs" in capsys.readouterr().out
     assert sp.load_scene(out) == dataclasses.replace(sp.load_mjcf(DOUBLE), source=str(out),
                                                      raw=out.read_text())
     assert json.loads(out.read_text())["bodies"][0]["name"] == "cart"

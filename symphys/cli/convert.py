@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from symphys.errors import SymphysError
+from symphys.errors import SymphysError, counted
 from symphys.mjcf import ROBOT_SUFFIXES, load_mjcf, load_urdf
 from symphys.scene.writer import write_scene
 
@@ -46,8 +46,9 @@ def cli_main(args) -> int:
         print(warning.message)
     out = Path(args.output or f"{Path(args.robot).stem}.json")
     write_scene(scene, out)
-    print(f"{args.robot}: {len(scene.bodies)} bodies, {len(scene.joints)} joints, "
-          f"{len(scene.motors)} motors, {len(scene.contacts)} contact pairs, "
+    print(f"{args.robot}: {counted(len(scene.bodies), 'body', 'bodies')}, "
+          f"{counted(len(scene.joints), 'joint')}, {counted(len(scene.motors), 'motor')}, "
+          f"{counted(len(scene.contacts), 'contact pair')}, "
           f"{'a ground' if scene.ground is not None else 'no ground'}")
     print(f"wrote {out}")
     return 0
