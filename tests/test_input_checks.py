@@ -139,3 +139,15 @@ def test_messages_count_in_the_singular_and_plural():
     assert counted(1, "body", "bodies") == "1 body" and counted(3, "body", "bodies") == "3 bodies"
     with pytest.raises(ParameterError, match="^2 vectors for a function of 1 row$"):
         pad(np.zeros((2, 3)), 1)
+
+
+def test_a_fitted_restitution_is_bounded_by_1():
+    """System identification bounds a fitted restitution to [0, 1] as the
+    scene reader does, unless told otherwise."""
+    from symphys.sysid.data import scene_variables
+    scene = sp.load_scene("ball")
+    values = scene.parameters()
+    (v,) = scene_variables(scene, ["ball.restitution"], values)
+    assert (v.lower, v.upper) == (0.0, 1.0)
+    (v,) = scene_variables(scene, ["ball.mass"], values)
+    assert (v.lower, v.upper) == (0.0, np.inf)
