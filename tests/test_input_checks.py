@@ -95,6 +95,8 @@ def test_duplicate_key_in_a_scene_file(tmp_path):
     text = json.dumps(_doc()).replace('"mass": 1.0', '"mass": 1.0, "mass": 2.0')
     msg = _error(tmp_path, text)
     assert "object 'b'" in msg and "key 'mass' is given twice" in msg
+    text = json.dumps(_doc()).replace('{"name": "b"', '{"shape": "box", "shape": "x", "name": "b"')
+    assert "object 'b'" in _error(tmp_path, text)         # named by a later "name"
 
 
 def test_a_local_folder_does_not_hide_a_shipped_scene(tmp_path, monkeypatch):

@@ -60,16 +60,17 @@ def _scene_path(path_or_name) -> Path:
 def _unique_keys(pairs: list) -> dict:
     """A JSON object's pairs as a dict; a key given twice is refused (json
     would keep the last one without a word)."""
-    doc, seen = {}, set()
+    doc = {}
     for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(key, doc.get("name"))
-        seen.add(key)
+        if key in doc:
+            raise _DuplicateKey(key, next((v for k, v in pairs if k == "name"), None))
         doc[key] = value
     return doc
 
 
 class _DuplicateKey(Exception):
+    """A key given twice, and the name of the object that has it (or None)."""
+
     def __init__(self, key: str, owner):
         super().__init__(key)
         self.key, self.owner = key, owner
