@@ -23,7 +23,7 @@ from symphys.errors import ParameterError
 from symphys.loop.rollout import Trajectory, rollout_states, trajectory_from_states
 from symphys.loop.timeloop import LoopOptions
 from symphys.physics.model import build_model
-from symphys.scene.params import check_names, parameter_shapes, resolve_values
+from symphys.scene.params import check_names, has_none, parameter_shapes, resolve_values
 from symphys.scene.scene import Scene
 
 
@@ -56,7 +56,14 @@ def resolve_action(scene: Scene, action, batch: int | None):
             raise ParameterError(f"{scene.source}: action given, but the scene has no motors")
         return None, False, batch
     n = len(scene.motors)
-    value = np.zeros(n) if action is None else np.asarray(action, dtype=np.float64)
+    if action is not None and has_none(action):
+        raise ParameterError(f"{scene.source}: action holds None; give a number for each "
+                             f"motor {list(scene.motor_names)}")
+    try:
+        value = np.zeros(n) if action is None else np.asarray(action, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{scene.source}: action must be an array of numbers, got "
+                             f"{action!r}") from None
     if not np.all(np.isfinite(value)):
         raise ParameterError(f"{scene.source}: action contains NaN or inf")
     if value.shape == (n,):

@@ -59,6 +59,11 @@ def closest(name: str, choices) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 motor', '2 motors' ('1 body', '3 bodies' with plural='bodies')."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def member(value, choices: type[enum.Enum], what: str, error: type[Exception]):
     """`value` as a member of the enum `choices` (a member already, or its
     value in any case); else `error` naming `what`, the closest value and

@@ -26,11 +26,13 @@ def test_list(capsys):
         assert find_spec(f"symphys.experiments.{module}") is not None, module
 
 
-def test_simulate_takes_parameter_overrides(tmp_path):
+def test_simulate_takes_parameter_overrides(tmp_path, capsys):
     js = tmp_path / "b.json"
     assert main(["simulate", "ball", "--steps", "5", "--param", "ball.velocity=[3,0,5]",
                  "--param", "ball.mass=2", "--json", str(js)]) == 0
+    assert capsys.readouterr().out.startswith("ball: 5 steps of 0.01 s")   # the scene's name
     doc = json.loads(js.read_text())
+    assert doc["scene"] == "ball"
     assert doc["bodies"]["ball"]["velocity"][0] == [3.0, 0.0, 5.0]
 
 

@@ -194,7 +194,7 @@ def test_hash_mismatch_is_a_clear_error(exported, scene):
         sp.load_compiled(exported.path, expected_hash="0" * 64)
     other = sp.load_scene("spheres16")
     with pytest.raises(ExportError, match=r"field 'scene_hash': exported for scene "
-                                          r"'ball-throw'.*given scene 'spheres16'"):
+                                          r"'ball'.*given scene 'spheres16'"):
         sp.load_compiled(exported.path, scene=other)
 
 
@@ -283,7 +283,7 @@ def _cli(argv):
 def test_cli_exports_a_scene(numba_export, tmp_path, capsys):
     out = tmp_path / "compiled" / "ball"
     assert _cli(["export", "ball", "--steps", str(STEPS), "--out", str(out)]) == 0
-    assert f"wrote {out}: simulate of ball-throw on numba" in capsys.readouterr().out
+    assert f"wrote {out}: simulate of ball on numba" in capsys.readouterr().out
     m = read_manifest(out)
     assert m.metadata["steps"] == STEPS and m.metadata["function"] == "simulate"
     f = sp.load_compiled(out, scene=sp.load_scene("ball"))

@@ -12,7 +12,7 @@ from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, so
 from symphys.physics.kernels.layout import Option, build_layout
 from symphys.physics.kernels.reference import numeric_inputs, reference_step_function
 
-SHIPPED = ["ball", "arm", "hopper", "quadruped", "pendulum_camera", "spheres16"]
+SHIPPED = ["ball", "arm", "quadruped_revisited", "quadruped", "pendulum_camera", "spheres16"]
 INPUTS = ("state", "body", "world", "joint", "motor", "geom", "action")
 
 

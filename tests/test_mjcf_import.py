@@ -186,12 +186,67 @@ def test_unsupported_elements_are_refused_naming_them(xml, where, why):
     assert where in str(err.value) and why in str(err.value), str(err.value)
 
 
+MANY_REFUSALS = (
+    "<mujoco><option density='1.2'/><worldbody><geom type='plane' size='5 5 1'/>"
+    "<body name='a' pos='0 0 1'><freejoint/><geom name='c' type='cylinder' size='.1 .2'/>"
+    "</body><body name='b' pos='1 0 1'><joint name='s' type='slide'/><joint name='h'/>"
+    "<geom name='e' type='ellipsoid' size='.1 .2 .3'/></body>"
+    "<body name='t1' pos='3 0 1'><joint name='j1' armature='50'/><geom size='.1'/></body>"
+    "<body name='t2' pos='4 0 1'><joint name='j2'/><geom size='.1'/></body></worldbody>"
+    "<tendon><fixed name='tt' stiffness='2'><joint joint='j1' coef='1'/>"
+    "<joint joint='j2' coef='-1'/></fixed><fixed name='td'><joint joint='j1' coef='1'/></fixed>"
+    "</tendon><actuator><motor name='mt' tendon='td'/><cylinder name='p' joint='j1'/>"
+    "</actuator></mujoco>")
+
+
+def test_every_refusal_of_a_file_is_listed_at_once():
+    """One error names every element refused; each reason, with the keyword
+    and flag that leave its elements out, is said once."""
+    with pytest.raises(sp.SceneError) as err:
+        sp.load_mjcf(MANY_REFUSALS)
+    msg = str(err.value)
+    assert msg.startswith("<MJCF text>: symphys cannot convert 9 elements of this file:"), msg
+    for item in ("tendon 'tt': passive, with stiffness 2", "tendon 'td': driven by 'mt'",
+                 "option: attribute 'density'", "cylinder geom 'c'", "ellipsoid geom 'e'",
+                 "body 'b': has 2 joints", "joint 'j1': attribute 'armature' 50",
+                 "actuator 'mt'", "actuator 'p'"):
+        assert f"    - {item}" in msg, (item, msg)
+    for way_out in ("passive_tendons='drop' (symphys convert --drop-passive-tendons)",
+                    "heavy_armature='drop' (symphys convert --drop-heavy-armature)"):
+        assert msg.count(way_out) == 1, (way_out, msg)
+    assert msg.count("on_unsupported='drop' (symphys convert --drop-unsupported)") == 2
+    assert msg.count("symphys has no tendons (a passive one") == 1
+
+
+def test_passive_tendons_are_left_out_on_request(tmp_path, capsys):
+    """passive_tendons='drop' (--drop-passive-tendons) leaves out a tendon no
+    actuator drives, listed with the forces it made; one driven stays refused."""
+    passive = ("<mujoco><worldbody><body name='a'><joint name='j1'/><geom size='.1'/>"
+               "<body name='b' pos='0 0 -.5'><joint name='j2'/><geom size='.1'/></body></body>"
+               "</worldbody><tendon><fixed name='tt' damping='3'><joint joint='j1' coef='1'/>"
+               "<joint joint='j2' coef='1'/></fixed></tendon></mujoco>")
+    with pytest.raises(sp.SceneError, match=r"tendon 'tt': passive, with damping 3; symphys "
+                                            r"has no tendons.*passive_tendons='drop'"):
+        sp.load_mjcf(passive)
+    with pytest.warns(UserWarning, match=r"tendon 'tt': passive, with damping 3.*left out"):
+        assert len(sp.load_mjcf(passive, passive_tendons="drop").joints) == 2
+    path = tmp_path / "tendon.xml"
+    path.write_text(passive)
+    assert cli(["convert", str(path), "-o", str(tmp_path / "t.json"),
+                "--drop-passive-tendons"]) == 0
+    assert "tendon 'tt'" in capsys.readouterr().out
+    with pytest.raises(sp.SceneError, match="driven by 'mt'"):
+        sp.load_mjcf(MANY_REFUSALS, passive_tendons="drop", on_unsupported="drop",
+                     heavy_armature="drop")
+
+
 def test_armature_heavier_than_symphys_holds_is_refused_or_dropped():
     """gymnasium's ant: armature 1 on 40-g legs, 2,000-3,500 times what its
     joints turn, is refused naming the joint and the ratio; dropped and
     listed on request. The double pendulum's 0.3 (4 times) carries over."""
     ant = gymnasium_assets / "ant.xml"
-    with pytest.raises(sp.SceneError, match=r"joint 'hip_1'.*3521 times.*heavy_armature"):
+    with pytest.raises(sp.SceneError, match=r"(?s)8 elements.*heavy_armature='drop' \(symphys "
+                       r"convert --drop-heavy-armature\).*joint 'hip_1'.*3521 times"):
         sp.load_mjcf(ant)
     model = mujoco.MjModel.from_xml_path(str(ant))
     out = convert_model(model, heavy_armature="drop")
@@ -304,7 +359,7 @@ def test_urdf_reads_through_mujoco(tmp_path):
 def test_convert_writes_a_scene_file_that_loads_back(tmp_path, capsys):
     out = tmp_path / "idp.json"
     assert cli(["convert", str(DOUBLE), "-o", str(out)]) == 0
-    assert "3 bodies, 3 joints, 1 motors" in capsys.readouterr().out
+    assert "3 bodies, 3 joints, 1 motor, 0 contact pairs" in capsys.readouterr().out
     assert sp.load_scene(out) == dataclasses.replace(sp.load_mjcf(DOUBLE), source=str(out),
                                                      raw=out.read_text())
     assert json.loads(out.read_text())["bodies"][0]["name"] == "cart"

@@ -115,3 +115,15 @@ def test_cmaes_minimise_finds_a_shifted_sphere():
     np.testing.assert_allclose(result.x, centre, atol=1e-3)
     assert seen == result.curve_evaluations and result.evaluations == seen[-1]
     assert all(b >= a for a, b in zip(result.curve[1:], result.curve[:-1]))
+
+
+def test_cmaes_minimise_runs_a_recipe_in_this_process():
+    """A `Recipe` and no executor: built and run here, as `estimate` and
+    `Adam.minimise` do, with the built objective's result."""
+    import scale_objectives
+
+    from symphys.scale import Recipe
+    here = cmaes_minimise(Recipe(scale_objectives.bowl, (None, False)), np.zeros(3), 0.5, 60,
+                          seed=2)
+    built = cmaes_minimise(scale_objectives.bowl(None, False), np.zeros(3), 0.5, 60, seed=2)
+    assert here.evaluations == built.evaluations and here.loss == built.loss

@@ -2,7 +2,7 @@
 (`physics.kernels.packing`) against the reference's per-body graph
 (`model.build_model`, `joints.build_joint_arrays`, `graph.pack_inputs`):
 values on every shipped scene and the feature scenes, gradients on all but
-the hopper and the pendulum-camera (the reference's gradient graph of a
+the A5 quadruped and the pendulum-camera (the reference's gradient graph of a
 robot is slow to build), with parameters shared by all worlds, given per
 world, and mixed."""
 
@@ -21,7 +21,7 @@ from symphys.physics.geoms import build_geoms
 from symphys.physics.kernels.packing import gather, packed_model
 from symphys.physics.model import build_model, zero_template
 
-SHIPPED = ["ball", "arm", "hopper", "quadruped", "pendulum_camera", "spheres16"]
+SHIPPED = ["ball", "arm", "quadruped_revisited", "quadruped", "pendulum_camera", "spheres16"]
 WORLDS = 3
 
 
@@ -49,8 +49,8 @@ def _values(scene, rng, batched: str):
 
 # Robots: parameters mixed only (the reference's gradient graph is large),
 # and gradients on the arm and the quadruped (joints, motors, boxes).
-ROBOTS = ("arm", "hopper", "quadruped", "pendulum_camera")
-VALUES_ONLY = ("hopper", "pendulum_camera")
+ROBOTS = ("arm", "quadruped_revisited", "quadruped", "pendulum_camera")
+VALUES_ONLY = ("quadruped_revisited", "pendulum_camera")
 
 
 def _geoms_scene():

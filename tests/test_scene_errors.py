@@ -319,18 +319,18 @@ def test_sensor_errors_name_sensor_and_field(tmp_path, sensor, field, text):
     assert "sensor 's'" in msg and f"field '{field}'" in msg and text in msg
 
 
-def test_shipped_hopper_scene():
+def test_shipped_quadruped_revisited_scene():
     """A5's quadruped: 13 bodies, 8 hip/knee servos at 4 N m, 28.7 kg,
     standing on its four feet."""
-    hopper = sp.load_scene("hopper")
-    assert len(hopper.bodies) == 13 and len(hopper.motors) == 8
-    assert all(m.max_torque == 4.0 and m.gain == 50 for m in hopper.motors)
-    assert sum(b.mass for b in hopper.bodies) == pytest.approx(28.7, abs=0.02)
-    feet = [b for b in hopper.bodies if b.name.endswith("_foot")]
+    a5 = sp.load_scene("quadruped_revisited")
+    assert len(a5.bodies) == 13 and len(a5.motors) == 8
+    assert all(m.max_torque == 4.0 and m.gain == 50 for m in a5.motors)
+    assert sum(b.mass for b in a5.bodies) == pytest.approx(28.7, abs=0.02)
+    feet = [b for b in a5.bodies if b.name.endswith("_foot")]
     assert len(feet) == 4 and all(b.position[2] == pytest.approx(b.radius) for b in feet)
-    assert {(c.a, c.b) for c in hopper.contacts} == {(b, "ground") for b in
-                                                     ["spine", *(f.name for f in feet)]}
-    assert hopper.n_observations == 2 and hopper.dt == 0.005
+    assert {(c.a, c.b) for c in a5.contacts} == {(b, "ground") for b in
+                                                 ["spine", *(f.name for f in feet)]}
+    assert a5.n_observations == 2 and a5.dt == 0.005
 
 
 def test_target_distance_sensor_reads_three_task_inputs():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from symphys.errors import SymphysError
+from symphys.errors import SymphysError, counted
 from symphys.mjcf import ROBOT_SUFFIXES, load_mjcf, load_urdf
 from symphys.scene.writer import write_scene
 
@@ -23,6 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--drop-heavy-armature", action="store_true",
                    help="leave out armature heavier than symphys holds (each is listed) "
                         "instead of refusing the file")
+    p.add_argument("--drop-passive-tendons", action="store_true",
+                   help="leave out tendons no actuator drives (each is listed, with the "
+                        "forces it would have made) instead of refusing the file")
     p.add_argument("--cylinders-as-capsules", action="store_true",
                    help="collide cylinders as capsules of the same radius and axis segment")
     p.set_defaults(func=cli_main)
@@ -37,13 +40,15 @@ def cli_main(args) -> int:
         warnings.simplefilter("always")
         scene = load(args.robot, on_unsupported="drop" if args.drop_unsupported else "error",
                      heavy_armature="drop" if args.drop_heavy_armature else "error",
+                     passive_tendons="drop" if args.drop_passive_tendons else "error",
                      cylinders_as_capsules=args.cylinders_as_capsules)
     for warning in caught:
         print(warning.message)
     out = Path(args.output or f"{Path(args.robot).stem}.json")
     write_scene(scene, out)
-    print(f"{args.robot}: {len(scene.bodies)} bodies, {len(scene.joints)} joints, "
-          f"{len(scene.motors)} motors, {len(scene.contacts)} contact pairs, "
+    print(f"{args.robot}: {counted(len(scene.bodies), 'body', 'bodies')}, "
+          f"{counted(len(scene.joints), 'joint')}, {counted(len(scene.motors), 'motor')}, "
+          f"{counted(len(scene.contacts), 'contact pair')}, "
           f"{'a ground' if scene.ground is not None else 'no ground'}")
     print(f"wrote {out}")
     return 0

@@ -9,7 +9,7 @@ from symphys.api import _check_steps, resolve_action, simulate_function, value_a
 from symphys.compiler.export.manifest import MANIFEST
 from symphys.compiler.export.read import read_manifest
 from symphys.compiler.export.write import export
-from symphys.errors import ParameterError
+from symphys.errors import ParameterError, counted
 from symphys.mjcf import load_any
 from symphys.scene.params import check_names, resolve_values
 
@@ -87,6 +87,7 @@ def cli_main(args) -> int:
                   description=args.description, metadata=meta)
     manifest = read_manifest(path)
     print(f"wrote {path}: {meta['function']} of {scene.name} on {args.backend}, "
-          f"{len(manifest.inputs)} inputs, {len(manifest.outputs)} outputs "
+          f"{counted(len(manifest.inputs), 'input')}, "
+          f"{counted(len(manifest.outputs), 'output')} "
           f"({', '.join(f.file for f in manifest.files)}, {MANIFEST})")
     return 0

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from symphys.errors import ParameterError, SymphysError
+from symphys.errors import ParameterError, SymphysError, counted
 from symphys.scale.executors import RAY_ADDRESS_VARIABLE
 
 
@@ -52,7 +52,7 @@ def _cmd_simulate(args) -> int:
     rows = [[name, np.array2string(traj.position[name][-1], precision=3),
              np.array2string(traj.velocity[name][-1], precision=3)]
             for name in scene.body_names]
-    print(f"{scene.name}: {args.steps} steps of {scene.dt} s on {args.backend} "
+    print(f"{scene.name}: {counted(args.steps, 'step')} of {scene.dt} s on {args.backend} "
           f"({seconds:.1f} s including compilation)")
     print(table(["body", "final position", "final velocity"], rows))
     if args.json:

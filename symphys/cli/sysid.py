@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from symphys.errors import ParameterError
+from symphys.errors import ParameterError, counted
 
 
 def _names(text: str | None) -> list[str]:
@@ -92,9 +92,11 @@ def cli_main(args) -> int:
              np.array2string(np.asarray(result.values[name]), precision=5),
              np.array2string(np.asarray(result.stderr[name]), precision=2)]
             for name in fit_names]
-    print(f"{scene.name}: {len(recordings)} recording(s), {result.n_residuals} residuals, "
-          f"{result.n_parameters} parameters; {result.method}, {result.evaluations} "
-          f"evaluations, {result.jacobians} Jacobians, {result.seconds:.1f} s")
+    print(f"{scene.name}: {counted(len(recordings), 'recording')}, "
+          f"{counted(result.n_residuals, 'residual')}, "
+          f"{counted(result.n_parameters, 'parameter')}; {result.method}, "
+          f"{counted(result.evaluations, 'evaluation')}, {counted(result.jacobians, 'Jacobian')}, "
+          f"{result.seconds:.1f} s")
     print(table(["parameter", "start", "fitted", "std. error"], rows))
     print("RMS residual per column: " + ", ".join(f"{k} {v:.3g}"
                                                    for k, v in result.rms.items()))

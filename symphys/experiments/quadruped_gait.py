@@ -1,6 +1,6 @@
 """Experiment A5: a quadruped learns an open-loop gait.
 
-Scene `graphs/hopper.json` (A5 geometry: 8 hip and knee servos at 4 N m).
+Scene `graphs/quadruped_revisited.json` (A5 geometry: 8 hip and knee servos at 4 N m).
 The only sensor is the gait clock, sin and cos of 2 pi 1.5 Hz t; the
 controller is the paper's: two ReLU layers of 128, 8 outputs (servo
 targets, rad) and a linear skip from the clock (17,952 parameters).
@@ -103,7 +103,7 @@ def run(quick: bool = False, seed: int = 0, backend: str = "numba",
     after every evaluation and to resume from when it exists (same
     seconds, seed, backend and decay), so the full run (about two hours
     here) can be spread over several sittings."""
-    scene = load_scene("hopper")
+    scene = load_scene("quadruped_revisited")
     ctrl = controller()
     seconds = seconds or (SECONDS_QUICK if quick else SECONDS)
     evaluations = evaluations or (EVALUATIONS_QUICK if quick else EVALUATIONS)
@@ -172,7 +172,7 @@ def _box_outline(position, rotation, size):
 
 def plot(result: ExperimentResult, path: str) -> None:
     plt = pyplot()
-    scene = load_scene("hopper")
+    scene = load_scene("quadruped_revisited")
     s = result.series
     fig, (ax_speed, ax_strip) = plt.subplots(2, 1, figsize=(10, 7),
                                              gridspec_kw={"height_ratios": [1, 1.2]})

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from symphys.errors import ParameterError, member
+from symphys.errors import ParameterError, counted, member
 from symphys.scale.recipe import pad
 
 BatchObjective = Callable[[np.ndarray], tuple[np.ndarray, "np.ndarray | None"]]
@@ -185,8 +185,9 @@ def _call(objective: BatchObjective, thetas: np.ndarray, need_gradients: bool):
     values, grads = objective(thetas)
     values = np.asarray(values, dtype=np.float64).reshape(-1)
     if values.shape != (len(thetas),):
-        raise ParameterError(f"the objective returned {values.size} values for "
-                             f"{len(thetas)} parameter vectors; it must return one each")
+        raise ParameterError(f"the objective returned {counted(values.size, 'value')} for "
+                             f"{counted(len(thetas), 'parameter vector')}; it must return one "
+                             f"each")
     if grads is None and need_gradients:
         raise ParameterError("the first-order estimate needs the objective's gradients, "
                              "but it returned None")
@@ -198,7 +199,7 @@ def _call(objective: BatchObjective, thetas: np.ndarray, need_gradients: bool):
     bad = ~np.isfinite(values)
     if bad.any():
         raise ParameterError(f"the objective returned non-finite values at "
-                             f"{int(bad.sum())} of {len(values)} samples")
+                             f"{int(bad.sum())} of {counted(len(values), 'sample')}")
     return values, grads
 
 

@@ -294,12 +294,15 @@ def cmaes_minimise(loss_batch, x0, sigma0: float, max_evaluations: int,
 
     loss_batch: (P, D) candidates -> (P,) losses (one batched simulation),
     or with `executor` (a Ray address or a `symphys.scale` executor) the
-    `symphys.scale.Recipe` that builds it on each worker; stops at
+    `symphys.scale.Recipe` that builds it on each worker (a recipe without
+    an executor is built and run in this process); stops at
     `max_evaluations` or when the best loss is below `target`.
     callback(evaluations, best_loss) after each generation (progress bars)."""
     import cma
 
-    if executor is not None:
+    from symphys.scale import Recipe
+
+    if executor is not None or isinstance(loss_batch, Recipe):
         from symphys.scale import bind
         loss_batch = bind(loss_batch, executor)
 

@@ -17,7 +17,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 
 from symphys.compiler import rewrites
-from symphys.errors import ParameterError
+from symphys.errors import ParameterError, counted
 from symphys.loop.timeloop import LoopOptions, Policy, StepInputs, time_loop
 from symphys.physics.geoms import build_geoms
 from symphys.physics.joints import build_joint_arrays
@@ -99,12 +99,13 @@ def _policy_inputs(scene: Scene, controller, controller_params, task, like):
     n_in = getattr(controller, "n_in", None)
     if n_in is not None and n_in != scene.n_observations:
         raise ParameterError(
-            f"{scene.source}: the controller reads {n_in} inputs but the scene's sensors "
-            f"give {scene.n_observations} ({[x.name for x in scene.sensors]})")
+            f"{scene.source}: the controller reads {counted(n_in, 'input')} but the scene's "
+            f"sensors give {scene.n_observations} ({[x.name for x in scene.sensors]})")
     n_out = getattr(controller, "n_out", len(scene.motors))
     if n_out != len(scene.motors):
-        raise ParameterError(f"{scene.source}: the controller gives {n_out} actions but the "
-                             f"scene has {len(scene.motors)} motors {list(scene.motor_names)}")
+        raise ParameterError(f"{scene.source}: the controller gives {counted(n_out, 'action')} "
+                             f"but the scene has {counted(len(scene.motors), 'motor')} "
+                             f"{list(scene.motor_names)}")
     shapes = controller.parameter_shapes()
     given = dict(controller_params or {})
     missing = [k for k in shapes if k not in given]

@@ -27,6 +27,7 @@ def convert_motors(c: Converter) -> list[dict]:
         if int(m.actuator_trntype[u]) != int(mujoco.mjtTrn.mjTRN_JOINT):
             c.refuse(label, "only actuators on a joint are supported (not on a tendon, "
                      "site or body)")
+            continue
         if int(m.actuator_dyntype[u]) != int(mujoco.mjtDyn.mjDYN_NONE):
             c.refuse(label, "actuator dynamics (dyntype) are not supported")
         if int(m.actuator_gaintype[u]) != int(mujoco.mjtGain.mjGAIN_FIXED) or int(
@@ -46,8 +47,9 @@ def convert_motors(c: Converter) -> list[dict]:
                                     -gear * gear * bias[1], -gear * gear * bias[2])
         q0 = float(m.qpos0[m.jnt_qposadr[j]])
         if gain < 0 or stiffness < 0 or damping < 0:
-            c.refuse(label, f"gain {gain:g}, stiffness {stiffness:g} and damping {damping:g} "
-                     f"(from gear, gainprm and biasprm) must not be negative in symphys")
+            c.refuse(label, "a motor's gain, stiffness and damping (from gear, gainprm and "
+                     "biasprm) must not be negative in symphys",
+                     f"gain {gain:g}, stiffness {stiffness:g} and damping {damping:g}")
         if bias[0] or (stiffness and q0):
             c.refuse(label, "a constant bias (biasprm[0], or kp times a joint 'ref') is not "
                      "supported")
@@ -64,8 +66,8 @@ def convert_motors(c: Converter) -> list[dict]:
         if m.actuator_forcelimited[u]:
             lo, hi = (float(x) for x in m.actuator_forcerange[u])
             if lo != -hi:
-                c.refuse(label, f"attribute 'forcerange' [{lo:g}, {hi:g}] is not symmetric "
-                         f"about 0; symphys bounds a motor's torque by +-max_torque")
+                c.refuse(label, "symphys bounds a motor's torque by +-max_torque: forcerange "
+                         "must be symmetric about 0", f"attribute 'forcerange' [{lo:g}, {hi:g}]")
             bound = min(bound, abs(gear) * hi)
         doc["max_torque"] = bound
         docs.append(doc)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from symphys.mjcf.converter import Converter, MjJoint, Obj
+from symphys.mjcf.converter import Converter, MjJoint, Obj, WayOut
 from symphys.scene.elements import WORLD, JointType
 
 # The heaviest armature symphys takes, in times what its joint's row turns
@@ -34,14 +34,14 @@ def row_inertia(c: Converter, bodies: tuple[int, int], hinge: bool, axis) -> flo
     its two bodies (0: the world, which does not move)."""
     total = 0.0
     for body in bodies:
-        if body == 0:
+        if body == 0 or float(c.m.body_mass[body]) <= 0.0:   # the world (or a body refused)
             continue
         if hinge:
             local = c.d.ximat[body].reshape(3, 3).T @ np.asarray(axis)
             total += float(np.sum(local ** 2 / c.m.body_inertia[body]))
         else:
             total += 1.0 / float(c.m.body_mass[body])
-    return 1.0 / total
+    return 1.0 / total if total else math.inf
 
 
 def put_armature(c: Converter, doc: dict, label: str, armature: float, moved: float) -> None:
@@ -51,14 +51,11 @@ def put_armature(c: Converter, doc: dict, label: str, armature: float, moved: fl
     if armature <= ARMATURE_LIMIT * moved:
         doc["armature"] = armature
         return
-    why = (f"attribute 'armature' {armature:g} is {armature / moved:.0f} times what the "
-           f"joint turns ({moved:.3g} about its axis at the initial pose); symphys "
-           f"holds armature up to {ARMATURE_LIMIT:g} times that (heavier rotors on "
-           f"light links lose their momentum in the solver's sweeps and can diverge)")
-    if not c.drop_armature:
-        c.refuse(label, why + "; load with heavy_armature='drop' (symphys convert "
-                 "--drop-heavy-armature) to leave it out")
-    c.dropped.append(f"{label}: {why}: left out")
+    c.leave_out(label, f"symphys holds armature up to {ARMATURE_LIMIT:g} times what its joint "
+                f"turns (heavier rotors on light links lose their momentum in the solver's "
+                f"sweeps and can diverge)", WayOut.ARMATURE,
+                f"attribute 'armature' {armature:g} is {armature / moved:.0f} times what the "
+                f"joint turns ({moved:.3g} about its axis at the initial pose)")
 
 
 def convert_joints(c: Converter, kept: dict) -> list[dict]:
@@ -76,7 +73,9 @@ def convert_joints(c: Converter, kept: dict) -> list[dict]:
             continue
         names = [c.name(Obj.JOINT, j, "joint") for j in range(first, first + count)]
         if count > 1:
-            docs.append(planar(c, name, parent, range(first, first + count), names))
+            doc = planar(c, name, parent, range(first, first + count), names)
+            if doc is not None:
+                docs.append(doc)
             continue
         j, label = first, f"joint {names[0]!r}"
         kind = MjJoint(int(m.jnt_type[j]))
@@ -112,7 +111,7 @@ def convert_joints(c: Converter, kept: dict) -> list[dict]:
     return docs
 
 
-def planar(c: Converter, body: str, parent: str, joints: range, names: list) -> dict:
+def planar(c: Converter, body: str, parent: str, joints: range, names: list) -> dict | None:
     """One planar joint from a body's two perpendicular slides and a hinge
     about their normal (the root of gymnasium's hopper, walker and
     half-cheetah), named after the hinge; refused naming the body and its
@@ -125,13 +124,14 @@ def planar(c: Converter, body: str, parent: str, joints: range, names: list) -> 
     label = f"body {body!r}"
     listed = ", ".join(names)
     if len(joints) != 3 or len(slides) != 2 or len(hinges) != 1:
-        c.refuse(label, f"has {len(joints)} joints ({listed}); symphys joins a body to its "
-                 f"parent by one joint, or by a planar joint made of two slides and a hinge")
+        c.refuse(label, "symphys joins a body to its parent by one joint, or by a planar "
+                 "joint made of two slides and a hinge", f"has {len(joints)} joints ({listed})")
+        return None
     n = np.asarray(d.xaxis[hinges[0]])
     a1, a2 = (np.asarray(d.xaxis[j]) for j in slides)
     if abs(a1 @ a2) > 1e-9 or np.linalg.norm(np.cross(np.cross(a1, a2), n)) > 1e-9:
-        c.refuse(label, f"joints {listed}: the two slides must be perpendicular and the "
-                 f"hinge turn about their common normal to make a planar joint")
+        c.refuse(label, "the two slides must be perpendicular and the hinge turn about "
+                 "their common normal to make a planar joint", f"joints {listed}")
     actuated = {int(m.actuator_trnid[u][0]) for u in range(m.nu)}
     for j in joints:
         dof = int(m.jnt_dofadr[j])
@@ -140,8 +140,9 @@ def planar(c: Converter, body: str, parent: str, joints: range, names: list) -> 
             ("frictionloss", m.dof_frictionloss[dof]), ("armature", m.dof_armature[dof]),
             ("stiffness", m.jnt_stiffness[j]), ("an actuator", j in actuated)) if value]
         if extras:
-            c.refuse(f"joint {c.name(Obj.JOINT, j, 'joint')!r}", f"one of {body!r}'s planar "
-                     f"joints ({listed}) has {', '.join(extras)}; a planar joint has none")
+            c.refuse(f"joint {c.name(Obj.JOINT, j, 'joint')!r}", "a planar joint has no range, "
+                     "damping, frictionloss, armature, spring or actuator",
+                     f"has {', '.join(extras)} (a planar joint of body {body!r}: {listed})")
     hinge = hinges[0]
     return {"name": c.name(Obj.JOINT, hinge, "joint"), "type": JointType.PLANAR.value,
             "parent": parent, "child": body, "anchor": [float(x) for x in d.xanchor[hinge]],

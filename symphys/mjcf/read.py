@@ -29,10 +29,13 @@ What converts:
   hold them apart (`shapes.shape_fields`);
 - timestep and gravity. The solver keeps symphys' defaults.
 
-Everything else is refused with one error naming the element, the
-attribute and why. Geoms that cannot be a body's shape (visual-only extras,
-meshes, geoms off the centre of mass) can be left out instead with
-`on_unsupported="drop"`; the conversion lists what it dropped.
+Everything else is refused: one error names every element refused, the
+attribute and why, and the option that leaves it out where there is one.
+Geoms that cannot be a body's shape (visual-only extras, meshes, geoms off
+the centre of mass) can be left out instead with
+`on_unsupported="drop"`, heavy armature with `heavy_armature="drop"`,
+passive tendons with `passive_tendons="drop"`; the conversion lists what
+it dropped.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ import numpy as np
 
 from symphys.errors import SceneError, member
 from symphys.mjcf.actuators import convert_motors
-from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, dof_count
+from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, WayOut, dof_count
 from symphys.mjcf.joints import convert_joints
 from symphys.mjcf.shapes import (GeomType, body_frame, candidate_pairs, geom_label, is_ground_plane,
                                  matrix_to_quaternion, plane_box, shape_fields)
@@ -71,8 +74,10 @@ def load_mjcf(source: str | Path, **options) -> Scene:
 
     options (`convert_model`): on_unsupported="drop" leaves out the geoms
     that cannot be a body's shape, heavy_armature="drop" the armature
-    heavier than symphys holds (each listed in a warning; "error", the
-    default, refuses the file); cylinders_as_capsules=True collides
+    heavier than symphys holds, passive_tendons="drop" the tendons no
+    actuator drives (each listed in a warning; "error", the default,
+    refuses the file, naming every element refused in one SceneError);
+    cylinders_as_capsules=True collides
     cylinders as capsules of the same radius and axis segment."""
     text = str(source)
     if text.lstrip().startswith("<"):
@@ -114,12 +119,15 @@ def _finish(conversion: Conversion) -> Scene:
 def convert_model(model, *, source: str = "<model>",
                   on_unsupported: Unsupported | str = Unsupported.ERROR,
                   heavy_armature: Unsupported | str = Unsupported.ERROR,
+                  passive_tendons: Unsupported | str = Unsupported.ERROR,
                   cylinders_as_capsules: bool = False) -> Conversion:
     """`Conversion` of a compiled `mujoco.MjModel` (module docstring).
 
     on_unsupported: what to do with a geom that cannot be a body's shape;
     heavy_armature: with an armature above `joints.ARMATURE_LIMIT` times what its
-    joint turns ("error": refuse; "drop": leave it out, listed)."""
+    joint turns; passive_tendons: with a tendon no actuator drives ("error":
+    refuse; "drop": leave it out, listed). Everything refused is named in
+    one SceneError."""
     def policy(value, what):
         return member(value, Unsupported, what, lambda msg: SceneError(msg, source=source))
 
@@ -128,7 +136,8 @@ def convert_model(model, *, source: str = "<model>",
     c = Converter(model, data, source,
                    policy(on_unsupported, "on_unsupported") is Unsupported.DROP,
                    cylinders_as_capsules,
-                   policy(heavy_armature, "heavy_armature") is Unsupported.DROP)
+                   policy(heavy_armature, "heavy_armature") is Unsupported.DROP,
+                   policy(passive_tendons, "passive_tendons") is Unsupported.DROP)
     _check_model(c)
     colliders = _collisions(c)
     ground = colliders.ground
@@ -143,6 +152,7 @@ def convert_model(model, *, source: str = "<model>",
     if ground is not None:
         doc["ground"] = {"height": float(data.geom_xpos[ground][2] + model.geom_margin[ground]),
                          "friction": float(model.geom_friction[ground][0])}
+    c.check()
     return Conversion(scene_from_dict(doc, source=source), doc, tuple(c.dropped))
 
 
@@ -154,25 +164,54 @@ def _model_name(c: Converter, source: str) -> str:
 def _check_model(c: Converter) -> None:
     """Refuse what symphys cannot simulate at all (not a geom to drop)."""
     m = c.m
-    for count, what in ((m.ntendon, "tendons"), (m.neq, "equality constraints"),
-                        (m.nflex, "flexible bodies (flex)"), (m.nskin, "skins")):
+    _check_tendons(c)
+    for e in range(m.neq):
+        c.refuse(f"equality {c.name(Obj.EQUALITY, e, '#')!r}",
+                 "equality constraints are not supported by symphys")
+    for count, what in ((m.nflex, "flexible bodies (flex)"), (m.nskin, "skins")):
         if count:
-            c.refuse(f"{count} {what}", "not supported by symphys")
+            c.refuse(f"{count} {what}", f"{what.split(' (')[0]} are not supported by symphys")
     for attr, what in (("density", "medium density"), ("viscosity", "medium viscosity")):
         if float(getattr(m.opt, attr)):
-            c.refuse("option", f"attribute '{attr}' ({what}) is "
-                     f"{float(getattr(m.opt, attr)):g}: fluid forces are not supported")
+            c.refuse("option", "fluid forces are not supported by symphys",
+                     f"attribute '{attr}' ({what}) is {float(getattr(m.opt, attr)):g}")
     for j in range(m.njnt):
         label = f"joint {c.name(Obj.JOINT, j, 'joint')!r}"
         if float(m.jnt_stiffness[j]) and MjJoint(int(m.jnt_type[j])) not in (
                 MjJoint.HINGE, MjJoint.SLIDE):
-            c.refuse(label, "attribute 'stiffness' (a spring) on a free or ball joint is not "
-                     "supported")
+            c.refuse(label, "a spring on a free or ball joint is not supported",
+                     "attribute 'stiffness'")
         if MjJoint(int(m.jnt_type[j])) in (MjJoint.FREE, MjJoint.BALL):
             dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + dof_count(m.jnt_type[j]))
             if any(float(m.dof_armature[k]) for k in dofs):
-                c.refuse(label, "attribute 'armature' on a free or ball joint is not "
-                         "supported (symphys' armature acts on hinges and sliders)")
+                c.refuse(label, "armature on a free or ball joint is not supported (symphys' "
+                         "armature acts on hinges and sliders)", "attribute 'armature'")
+
+
+def _check_tendons(c: Converter) -> None:
+    """symphys has no tendons: a passive one (no actuator drives it) can be
+    left out, with what it did (stiffness, damping, friction, a range) said;
+    one an actuator drives is refused."""
+    m = c.m
+    drivers: dict[int, list] = {}
+    for u in range(m.nu):
+        if int(m.actuator_trntype[u]) == int(mujoco.mjtTrn.mjTRN_TENDON):
+            drivers.setdefault(int(m.actuator_trnid[u][0]), []).append(
+                c.name(Obj.ACTUATOR, u, "actuator"))
+    for t in range(m.ntendon):
+        item = f"tendon {c.name(Obj.TENDON, t, '#')!r}"
+        if t in drivers:
+            c.refuse(item, "symphys has no tendons, and an actuator drives this one",
+                     f"driven by {', '.join(map(repr, drivers[t]))}")
+            continue
+        acts = [f"{what} {float(value):g}" for what, value in (
+            ("stiffness", m.tendon_stiffness[t]), ("damping", m.tendon_damping[t]),
+            ("frictionloss", m.tendon_frictionloss[t])) if float(value)]
+        if m.tendon_limited[t]:
+            acts.append("a range")
+        c.leave_out(item, "symphys has no tendons (a passive one can be left out: the "
+                    "motion then lacks its forces)", WayOut.TENDONS,
+                    f"passive, with {', '.join(acts)}" if acts else "passive, exerting no force")
 
 
 @dataclass(frozen=True)
@@ -252,8 +291,10 @@ def _bodies(c: Converter, shape_geom: dict, with_geoms: set):
         if float(m.body_mass[b]) <= mujoco.mjMINVAL:
             if m.body_jntnum[b] == 0 and g is None and b not in with_geoms:
                 continue                                     # a frame: its children hang on
-            c.refuse(f"body {name!r}", "has no mass; symphys needs a mass on every body "
-                     "that moves or collides")
+            c.refuse(f"body {name!r}", "a body without mass: symphys needs a mass on every "
+                     "body that moves or collides")
+            kept[b] = name                                   # named, and not converted
+            continue
         fields = None
         if g is not None:
             fields = shape_fields(m, g, c.cylinders)
@@ -324,8 +365,8 @@ def _pairs(c: Converter, colliders: Colliders, names: dict) -> list:
         if pair is None:
             what = " and a ".join(("fixed " if g in fixed else "moving ")
                                   + getattr(shape[g], "value", str(shape[g])) for g in (g1, g2))
-            c.unsupported_pair(f"{geom_label(m, g1)} against {geom_label(m, g2)}: symphys has "
-                               f"no contact between a {what}")
+            c.unsupported_pair(f"{geom_label(m, g1)} against {geom_label(m, g2)}",
+                               f"symphys has no contact between a {what}")
             continue
         out.append({"a": pair.a, "b": pair.b})
     return out

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from symphys.errors import ParameterError
+from symphys.errors import ParameterError, counted
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,8 @@ def _take(output, kept: int):
 def pad(array: np.ndarray, rows: int) -> np.ndarray:
     """array (K, ...) padded to (rows, ...) with copies of its last row."""
     if rows < len(array):
-        raise ParameterError(f"{len(array)} vectors for a function of {rows} rows")
+        raise ParameterError(f"{counted(len(array), 'vector')} for a function of "
+                             f"{counted(rows, 'row')}")
     return np.concatenate([array, np.repeat(array[-1:], rows - len(array), axis=0)])
 
 

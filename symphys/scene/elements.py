@@ -213,7 +213,8 @@ class SolverOptions:
       Newton's method on the convex problem of the rows (NEWTON: joints
       exact, bounded rows soft by `bound_softness`, friction on a pyramid
       of edges; converged to `tolerance`; the Numba kernels only so far).
-    iterations: PGS sweeps per step; NEWTON: at most this many Newton steps.
+    iterations: PGS sweeps per step; NEWTON: at most this many Newton
+      steps; 1 to `MAX_ITERATIONS`.
     tolerance: NEWTON: the largest velocity residual |M^-1 g| it stops at,
       relative to the largest speed.
     bound_softness: NEWTON: the compliance of contacts, limits, servo and
@@ -223,7 +224,8 @@ class SolverOptions:
       None means stiff rows with `position_feedback` (Baumgarte factor).
     restitution_threshold: approach speed (m/s) below which e is ignored.
     gyroscopic: include the -w x (I w) torque.
-    renormalisation_iterations: Bjorck steps (3A - A A^T A)/2 per step.
+    renormalisation_iterations: Bjorck steps (3A - A A^T A)/2 per step, 0 to
+      `MAX_RENORMALISATION`.
     contact_stiffness, contact_damping: k (N/m) and c (N s/m) of the
       penalty and smooth contact models (parameters `solver.contact_*`);
     contact_smoothing: the smooth model's length scale s (m).
@@ -570,3 +572,11 @@ FIELD_SIGNS = {
                      "dry_friction", "constraint_damping", "contact_damping",
                      "velocity_damping", *MOTOR_FIELDS, *FEEDBACK_FIELDS), Sign.NONNEGATIVE),
 }
+
+# Upper bounds (inclusive) of bounded fields, by name, checked as FIELD_SIGNS
+# is: a restitution above 1 would add energy at every bounce.
+FIELD_MAXIMA = {"restitution": 1.0}
+# Most solver sweeps and renormalisation steps per step: each is unrolled or
+# taped per step, and a converged solver needs tens (MuJoCo's default cap is 100).
+MAX_ITERATIONS = 1000
+MAX_RENORMALISATION = 100

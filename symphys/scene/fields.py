@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from symphys.errors import SceneError, closest
-from symphys.scene.elements import FIELD_SIGNS, Shape, Sign, Texture, TextureKind, check_color
+from symphys.scene.elements import FIELD_MAXIMA, FIELD_SIGNS, Shape, Sign, Texture, TextureKind, check_color
 from symphys.scene.textures import texture_pixels
 
 # The keys each part of a scene file may hold.
@@ -101,9 +101,10 @@ class Fields:
         return key in self.doc
 
     def number(self, key: str, default=None, *, sign: Sign | None = None,
-               integer=False):
+               integer=False, maximum: float | None = None):
         """The number at `key` (`default` when absent; None: required), of
-        `sign`, by default the field's sign in `FIELD_SIGNS`."""
+        `sign` and at most `maximum`, by default the field's sign in
+        `FIELD_SIGNS` and its bound in `FIELD_MAXIMA`."""
         if key not in self.doc:
             if default is None:
                 self.fail(key, "missing")
@@ -118,6 +119,9 @@ class Fields:
         sign = sign or FIELD_SIGNS.get(key)
         if sign is Sign.POSITIVE and value <= 0 or sign is Sign.NONNEGATIVE and value < 0:
             self.fail(key, f"must be {sign.value}, got {value!r}")
+        maximum = FIELD_MAXIMA.get(key) if maximum is None else maximum
+        if maximum is not None and value > maximum:
+            self.fail(key, f"must be at most {maximum:g}, got {value!r}")
         return int(value) if integer else float(value)
 
     def vector(self, key: str, length: int, default=None, *, sign: Sign | None = None):

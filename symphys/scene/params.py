@@ -15,7 +15,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 from symphys.errors import ParameterError, closest
-from symphys.scene.elements import FIELD_SIGNS, Sign, check_inertia
+from symphys.scene.elements import FIELD_MAXIMA, FIELD_SIGNS, Sign, check_inertia
 from symphys.scene.scene import Scene
 
 
@@ -90,8 +90,12 @@ def check_mapping(scene: Scene, params) -> Mapping:
 
 
 def check_value(scene: Scene, name: str, value) -> np.ndarray:
-    """A numeric parameter value as float64, if finite and of the sign its
-    field requires (`FIELD_SIGNS`)."""
+    """A numeric parameter value as float64, if finite, of the sign and
+    within the bound its field requires (`FIELD_SIGNS`, `FIELD_MAXIMA`), and
+    with a direction where it is one (a quaternion)."""
+    if has_none(value):
+        raise ParameterError(f"{scene.source}: parameter {name!r} is None; give a number or "
+                             f"an array of numbers (leave the name out for its default)")
     try:
         value = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
@@ -104,11 +108,27 @@ def check_value(scene: Scene, name: str, value) -> np.ndarray:
                        or sign is Sign.NONNEGATIVE and value.min() < 0):
         raise ParameterError(f"{scene.source}: parameter {name!r} must be {sign.value}, "
                              f"got {value.min():g}")
+    maximum = FIELD_MAXIMA.get(name.rsplit(".", 1)[-1])
+    if value.size and maximum is not None and value.max() > maximum:
+        raise ParameterError(f"{scene.source}: parameter {name!r} must be at most "
+                             f"{maximum:g}, got {value.max():g}")
+    if name.endswith(".quaternion") and value.ndim and value.shape[-1] == 4 \
+            and np.any(np.linalg.norm(value, axis=-1) < 1e-12):
+        raise ParameterError(f"{scene.source}: parameter {name!r}: zero quaternion has no "
+                             f"rotation; use [1, 0, 0, 0]")
     if name.endswith(".inertia") and value.ndim and value.shape[-1] == 3:
         def fail(why):
             raise ParameterError(f"{scene.source}: parameter {name!r}: {why}")
         check_inertia(value, fail)
     return value
+
+
+def has_none(value) -> bool:
+    """Whether `value` is None or a list or tuple holding one (numpy reads
+    None as NaN)."""
+    if value is None:
+        return True
+    return isinstance(value, (list, tuple)) and any(has_none(v) for v in value)
 
 
 def symbols(scene: Scene, wrt: Iterable[str] | None = None, *, batched=()) -> dict:

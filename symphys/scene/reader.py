@@ -12,12 +12,12 @@ import contextvars
 import json
 import math
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 
 from symphys.errors import ParameterError, SceneError, closest
 from symphys.scene.elements import (BODY_SENSORS, FEEDBACK_FIELDS, GROUND, GROUND_CHECKER,
-                                    JOINT_SENSORS, WORLD, Body, Camera, ContactModel, FrictionModel,
+                                    JOINT_SENSORS, MAX_ITERATIONS, MAX_RENORMALISATION,
+                                    WORLD, Body, Camera, ContactModel, FrictionModel,
                                     Geom, Ground, Joint, JointType, Motor, MotorMode, Plane, Sensor,
                                     SensorKind, Shape, Sign, SolverMethod, SolverOptions,
                                     check_inertia)
@@ -28,48 +28,58 @@ from symphys.scene.fields import (BODY_KEYS, CAMERA_KEYS, GROUND_KEYS, JOINT_KEY
 from symphys.scene.geoms import read_contacts, read_geoms
 from symphys.scene.params import with_values
 from symphys.scene.scene import Scene
+from symphys.scene.shipped import (available_scenes, scene_summary,  # noqa: F401
+                                   scenes_dir, shipped)
 
 FORMAT = "symphys-scene/1"
 
-def scenes_dir() -> Path:
-    """Folder of the shipped scene files (package data or the repo's graphs/)."""
-    try:
-        packaged = resources.files("symphys.graphs")
-        path = Path(str(packaged))
-        if path.is_dir() and any(path.glob("*.json")):
-            return path
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[2] / "graphs"
-
-
-def available_scenes() -> list[str]:
-    return sorted(p.stem for p in scenes_dir().glob("*.json"))
-
-
-def scene_summary(name: str, width: int = 70) -> str:
-    """The first sentence of a shipped scene's description, cut to `width`."""
-    doc = json.loads((scenes_dir() / f"{name}.json").read_text())
-    text = str(doc.get("description", "")).split(". ")[0].rstrip(".")
-    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
-
-
-def load_scene(path_or_name: str | Path) -> Scene:
-    """Load a scene from a JSON file path, or by name from the shipped graphs/."""
-    path = Path(path_or_name)
-    if not path.suffix and not path.exists():
-        candidate = scenes_dir() / f"{path_or_name}.json"
-        if not candidate.exists():
+def _scene_path(path_or_name) -> Path:
+    """The file `load_scene` reads: a bare name is a shipped scene's (a folder
+    of that name does not hide it); a file of that name here is an error
+    that says how to pick either."""
+    path, ship = Path(path_or_name), shipped(path_or_name)
+    if ship is not None:
+        if path.is_file():
             raise SceneError(
-                f"no such scene; shipped scenes are {available_scenes()}"
-                + closest(str(path_or_name), available_scenes()),
-                source=str(path_or_name))
-        path = candidate
+                f"names both a file here ({path.resolve()}) and the shipped scene "
+                f"'{ship.stem}'; give './{path_or_name}' for the file, or {ship} "
+                f"for the shipped scene", source=str(path_or_name))
+        return ship
+    if not path.suffix and not path.exists():
+        raise SceneError(
+            f"no such scene; shipped scenes are {available_scenes()}"
+            + closest(str(path_or_name), available_scenes()),
+            source=str(path_or_name))
     if not path.exists():
         raise SceneError("file not found", source=str(path))
     if path.is_dir():
         raise SceneError("is a folder; give a scene file (.json) or a shipped scene's name",
                          source=str(path))
+    return path
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object's pairs as a dict; a key given twice is refused (json
+    would keep the last one without a word)."""
+    doc = {}
+    for key, value in pairs:
+        if key in doc:
+            raise _DuplicateKey(key, next((v for k, v in pairs if k == "name"), None))
+        doc[key] = value
+    return doc
+
+
+class _DuplicateKey(Exception):
+    """A key given twice, and the name of the object that has it (or None)."""
+
+    def __init__(self, key: str, owner):
+        super().__init__(key)
+        self.key, self.owner = key, owner
+
+
+def load_scene(path_or_name: str | Path) -> Scene:
+    """Load a scene from a JSON file path, or by name from the shipped graphs/."""
+    path = _scene_path(path_or_name)
     if path.suffix.lower() in (".xml", ".mjcf", ".urdf"):
         raise SceneError("is a robot file (MJCF or URDF), not a scene file: read it with "
                          "sp.load_mjcf or sp.load_urdf", source=str(path))
@@ -79,10 +89,14 @@ def load_scene(path_or_name: str | Path) -> Scene:
         raise SceneError(f"cannot be read: {exc}", source=str(path)) from None
     try:
         # NaN and Infinity literals parse, and `check_finite` names their field.
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise SceneError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                          f"{exc.msg}", source=str(path)) from None
+    except _DuplicateKey as dup:
+        owner = f"object '{dup.owner}'" if isinstance(dup.owner, str) else None
+        raise SceneError(f"key '{dup.key}' is given twice in one object; give it once",
+                         source=str(path), item=owner) from None
     return scene_from_dict(doc, source=str(path), raw=text)
 
 
@@ -93,6 +107,19 @@ def _volume(shape: Shape, radius: float, size, length: float) -> float:
     if shape is Shape.BOX:
         return size[0] * size[1] * size[2]
     return math.pi * radius ** 2 * length + 4.0 / 3.0 * math.pi * radius ** 3
+
+
+def _mass_from_density(r: Fields, shape: Shape, radius: float, size, length: float) -> float:
+    """density times the shape's volume, if that is a finite mass > 0."""
+    density = r.number("density", sign=Sign.POSITIVE)
+    try:
+        mass = density * _volume(shape, radius, size, length)
+    except OverflowError:
+        mass = math.inf
+    if not 0.0 < mass < math.inf:
+        r.fail("density", f"density {density:g} kg/m^3 times the {shape.value}'s volume gives "
+               f"a mass of {mass:g} kg; it must be finite and > 0 (give 'mass' instead)")
+    return mass
 
 
 def _read_body(doc, source: str, index: int) -> Body:
@@ -108,7 +135,7 @@ def _read_body(doc, source: str, index: int) -> Body:
     if r.has("mass"):
         mass = r.number("mass")
     elif r.has("density"):
-        mass = r.number("density", sign=Sign.POSITIVE) * _volume(shape, radius, size, length)
+        mass = _mass_from_density(r, shape, radius, size, length)
     else:
         r.fail("mass", "missing (give 'mass' in kg or 'density' in kg/m^3)")
     return Body(
@@ -145,7 +172,8 @@ def _read_solver(doc, source: str) -> SolverOptions:
         method=r.enum("method", SolverMethod, d.method),
         tolerance=r.number("tolerance", d.tolerance, sign=Sign.POSITIVE),
         bound_softness=r.number("bound_softness", d.bound_softness, sign=Sign.POSITIVE),
-        iterations=r.number("iterations", d.iterations, sign=Sign.POSITIVE, integer=True),
+        iterations=r.number("iterations", d.iterations, sign=Sign.POSITIVE, integer=True,
+                            maximum=MAX_ITERATIONS),
         constraint_frequency=freq,
         constraint_damping=r.number("constraint_damping", d.constraint_damping),
         position_feedback=r.number("position_feedback", d.position_feedback,
@@ -156,7 +184,7 @@ def _read_solver(doc, source: str) -> SolverOptions:
         gyroscopic=r.boolean("gyroscopic", d.gyroscopic),
         renormalisation_iterations=r.number(
             "renormalisation_iterations", d.renormalisation_iterations,
-            sign=Sign.NONNEGATIVE, integer=True),
+            sign=Sign.NONNEGATIVE, integer=True, maximum=MAX_RENORMALISATION),
         contact_stiffness=r.number("contact_stiffness", d.contact_stiffness),
         contact_damping=r.number("contact_damping", d.contact_damping),
         contact_smoothing=r.number("contact_smoothing", d.contact_smoothing, sign=Sign.POSITIVE),

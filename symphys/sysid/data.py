@@ -17,7 +17,7 @@ from symphys.errors import DataError, ParameterError
 from symphys.loop.rollout import Trajectory
 from symphys.physics.algebra import quat_to_mat_array
 from symphys.physics.joints import perpendicular
-from symphys.scene.elements import FIELD_SIGNS
+from symphys.scene.elements import FIELD_MAXIMA, FIELD_SIGNS
 from symphys.scene.params import check_names, parameter_shapes
 from symphys.scene.scene import Scene
 from symphys.sysid.recordings import Column, ColumnKind, Recording
@@ -97,9 +97,11 @@ def scene_variables(scene: Scene, names: Sequence[str], values: dict, *, per_seg
             raise ParameterError(f"{scene.source}: '{name}': give one starting value, not a "
                                  f"batch")
         start = start[index] if index is not None else start
-        # A field with a sign (`FIELD_SIGNS`) is bounded below by 0 unless given.
-        lo = 0.0 if base.rsplit(".", 1)[-1] in FIELD_SIGNS else -np.inf
-        lo, hi = (bounds or {}).get(name, (lo, np.inf))
+        # A field with a sign (`FIELD_SIGNS`) is bounded below by 0, one with a
+        # bound (`FIELD_MAXIMA`: restitution) above by it, unless given.
+        field = base.rsplit(".", 1)[-1]
+        lo = 0.0 if field in FIELD_SIGNS else -np.inf
+        lo, hi = (bounds or {}).get(name, (lo, FIELD_MAXIMA.get(field, np.inf)))
         if per_segment:
             start = np.broadcast_to(start, (segments,) + start.shape).copy()
         out.append(Variable(name, () if index is not None else shape, start, lo, hi,

@@ -34,7 +34,7 @@ from symphys.compiler import caches
 from symphys.compiler.backends import (REWRITES_LOOPS_IN_PLACE, Backend, Compiled, jax_with_float64,
                                        mode_for)
 from symphys.compiler.caches import rewritten_graphs, source_digest
-from symphys.errors import ParameterError
+from symphys.errors import ParameterError, counted
 from symphys.loop.rollout import trajectory_from_states
 from symphys.physics.model import STATE_SIZE
 from symphys.version import __version__
@@ -163,7 +163,7 @@ class ExportedFunction:
 
     def __call__(self, *args):
         if len(args) != len(self.inputs):
-            raise ParameterError(f"compiled function takes {len(self.inputs)} inputs "
+            raise ParameterError(f"compiled function takes {counted(len(self.inputs), 'input')} "
                                  f"{[n for n, _, _ in self.inputs]}, got {len(args)}")
         values = []
         for value, (name, shape, dtype) in zip(args, self.inputs):

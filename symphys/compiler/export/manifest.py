@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from symphys.errors import ExportError, ParameterError
+from symphys.errors import ExportError, ParameterError, counted
 from symphys.version import __version__
 
 FORMAT = "symphys-export/1"
@@ -236,7 +236,7 @@ def checked_value(value, spec: TensorSpec, where: str) -> np.ndarray:
 
 def checked_inputs(args, specs: Sequence[TensorSpec], where: str) -> list[np.ndarray]:
     if len(args) != len(specs):
-        raise ParameterError(f"{where}: takes {len(specs)} inputs "
+        raise ParameterError(f"{where}: takes {counted(len(specs), 'input')} "
                              f"{[s.name for s in specs]}, got {len(args)}")
     return [checked_value(a, s, where) for a, s in zip(args, specs)]
 

@@ -18,7 +18,7 @@ from symphys.compiler.caches.function_files import ExportedFunction
 from symphys.compiler.export.manifest import (CHECKED_VERSIONS, MANIFEST, ArtifactFile,
                                               ArtifactKind, Manifest, TensorSpec, checked_inputs,
                                               scene_hash, sha256, versions)
-from symphys.errors import ExportError
+from symphys.errors import ExportError, counted
 
 # -- load ---------------------------------------------------------------------
 
@@ -157,7 +157,7 @@ def load_compiled(path, *, scene=None, expected_hash: str | None = None,
             raise ExportError(f"{folder / manifest.file(kind).file}: the pickled graph does "
                               f"not load ({type(err).__name__}: {err})") from err
         if len(inner.maker.fgraph.inputs) != len(names):
-            raise ExportError(f"{where}: field 'inputs' lists {len(names)} inputs, the "
+            raise ExportError(f"{where}: field 'inputs' lists {counted(len(names), 'input')}, the "
                               f"graph has {len(inner.maker.fgraph.inputs)}")
     compiled = Compiled(inner, backend, names, single=manifest.single,
                         graph_key=manifest.graph_hash if manifest.graph_hash_of == "graph_key"

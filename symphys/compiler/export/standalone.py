@@ -47,5 +47,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 2:
         np.savez(sys.argv[2], **{f"output{i}": o for i, o in enumerate(outputs)})
     same = all(np.array_equal(o, data[f"output{i}"]) for i, o in enumerate(outputs))
-    print(f"{len(outputs)} outputs", "equal to" if same else "DIFFER from", "example.npz")
+    print(f"{len(outputs)} output{'' if len(outputs) == 1 else 's'}",
+          "equal to" if same else "DIFFER from", "example.npz")
     sys.exit(0 if same else 1)

@@ -56,7 +56,7 @@ from symphys.compiler.export.manifest import (EXAMPLE_FILE, FORMAT, GRAPH_FILE, 
                                               LOADER_FILE, MANIFEST, ArtifactFile, ArtifactKind,
                                               Manifest, TensorSpec, as_list, checked_inputs,
                                               combined_hash, scene_hash, sha256, versions)
-from symphys.errors import ExportError
+from symphys.errors import ExportError, counted
 
 # -- export -------------------------------------------------------------------
 
@@ -94,8 +94,8 @@ def _merged_inputs(static: list[TensorSpec], input_shapes) -> list[TensorSpec]:
     else:
         given = list(input_shapes)
         if len(given) != len(static):
-            raise ExportError(f"export: input_shapes has {len(given)} entries for "
-                              f"{len(static)} inputs {names}")
+            raise ExportError(f"export: input_shapes has {counted(len(given), 'entry', 'entries')}"
+                              f" for {counted(len(static), 'input')} {names}")
     merged = []
     for spec, shape in zip(static, given):
         if shape is None:
@@ -202,8 +202,9 @@ def export(fn, path, *, scene=None, input_shapes=None, example_inputs=None,
     if fn.backend is Backend.JAX:
         exported = _jax_exported(fn, inputs)
         if len(exported.in_avals) != len(inputs):
-            raise ExportError(f"export: the jax function takes {len(exported.in_avals)} "
-                              f"arguments for {len(inputs)} inputs")
+            raise ExportError(f"export: the jax function takes "
+                              f"{counted(len(exported.in_avals), 'argument')} for "
+                              f"{counted(len(inputs), 'input')}")
         inputs = [TensorSpec(s.name, tuple(a.shape), str(np.dtype(a.dtype)))
                   for s, a in zip(inputs, exported.in_avals)]
         outputs = [(None, tuple(a.shape), str(np.dtype(a.dtype))) for a in exported.out_avals]
@@ -225,13 +226,14 @@ def export(fn, path, *, scene=None, input_shapes=None, example_inputs=None,
 
     if output_names is not None and len(output_names) != len(outputs):
         raise ExportError(f"export: {len(output_names)} output_names for "
-                          f"{len(outputs)} outputs")
+                          f"{counted(len(outputs), 'output')}")
     outputs = [TensorSpec(output_names[i] if output_names is not None else
                           (name or f"output{i}"), shape, dtype)
                for i, (name, shape, dtype) in enumerate(outputs)]
     if example is not None:
         if len(example[1]) != len(outputs):
-            raise ExportError(f"export: the function returned {len(example[1])} outputs, "
+            raise ExportError(f"export: the function returned "
+                              f"{counted(len(example[1]), 'output')}, "
                               f"its graph has {len(outputs)}")
         files[EXAMPLE_FILE] = (ArtifactKind.EXAMPLE, _npz_bytes(*example))
 
