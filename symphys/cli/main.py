@@ -16,11 +16,12 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from symphys.errors import ParameterError, SymphysError
+from symphys.errors import ParameterError, SimulationWarning, SymphysError
 from symphys.scale.executors import RAY_ADDRESS_VARIABLE
 
 
@@ -47,8 +48,13 @@ def _cmd_simulate(args) -> int:
     scene = load_any(args.scene)
     params = parse_params(args.param)
     start = time.perf_counter()
-    traj = simulate(scene, args.steps, params=params or None, backend=args.backend)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", SimulationWarning)
+        traj = simulate(scene, args.steps, params=params or None, backend=args.backend,
+                        strict=args.strict)
     seconds = time.perf_counter() - start
+    for warning in said:
+        print(f"symphys: warning: {warning.message}", file=sys.stderr)
     rows = [[name, np.array2string(traj.position[name][-1], precision=3),
              np.array2string(traj.velocity[name][-1], precision=3)]
             for name in scene.body_names]
@@ -213,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable; an unknown name lists the valid ones)")
     p.add_argument("--json", help="write the trajectory here as JSON")
     p.add_argument("--plot", help="write heights and paths here as PNG")
+    p.add_argument("--strict", action="store_true",
+                   help="a run that blows up (a non-finite state, a speed above 1e6 m/s or "
+                        "a position beyond 1e6 m) is an error (exit 2) instead of a warning")
     p.set_defaults(func=_cmd_simulate)
 
     p = sub.add_parser("experiment", help="run a paper experiment")
