@@ -59,6 +59,7 @@ from pytensor.scalar.basic import Composite
 from pytensor.scan.op import Scan
 from pytensor.tensor.elemwise import Elemwise
 
+from symphys import progress
 from symphys.compiler.caches import rewritten_graphs, source_digest
 from symphys.errors import SymphysError
 
@@ -214,8 +215,8 @@ def background_compile(op: CompiledLoop, node, inputs):
     job = tempfile.NamedTemporaryFile(suffix=".pkl", delete=False)
     with job:
         pickle.dump((op.scan, [i.type for i in node.inputs], list(inputs), str(marker)), job)
-    print("symphys: a loop runs interpreted while a background process compiles it "
-          "(once per machine)", file=sys.stderr, flush=True)
+    progress.say("a loop runs interpreted while a background process compiles it "
+                 "(once per machine)")
     return subprocess.Popen([sys.executable, "-c", _COMPILER, job.name], env=worker_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
