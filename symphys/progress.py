@@ -46,6 +46,20 @@ def quiet():
         _QUIET.reset(token)
 
 
+_DETAILED = []     # the `detailed` blocks under way, in any thread
+
+
+@contextlib.contextmanager
+def detailed():
+    """A block that says its own progress, in more detail than a `waiting`
+    around it: the tickers of those keep quiet meanwhile."""
+    _DETAILED.append(True)
+    try:
+        yield
+    finally:
+        _DETAILED.pop()
+
+
 def say(text: str) -> None:
     """`symphys: text` on stderr, when progress is shown."""
     if enabled():
@@ -102,22 +116,23 @@ def bar(iterable=None, desc: str = "", show: bool = True, total: int | None = No
 
 
 @contextlib.contextmanager
-def waiting(what: str, period: float = LINE_SECONDS, announce: bool = False):
+def waiting(what: str, period: float = LINE_SECONDS, announce: "bool | str" = False):
     """While the block runs: after each `period` seconds, a line
     `symphys: what: N s so far`; when it took longer than one period,
-    `symphys: what: done in N s`. announce: also a line `symphys: what`
-    at the start."""
+    `symphys: what: done in N s`. announce: also a line at the start,
+    `symphys: what` (True) or `symphys: announce` (a string)."""
     if not enabled():
         yield
         return
     if announce:
-        say(what)
+        say(what if announce is True else announce)
     stop = threading.Event()
     start = time.perf_counter()
 
     def tick():
         while not stop.wait(period):
-            say(f"{what}: {time.perf_counter() - start:.0f} s so far")
+            if not _DETAILED:
+                say(f"{what}: {time.perf_counter() - start:.0f} s so far")
 
     ticker = threading.Thread(target=tick, name="symphys-progress", daemon=True)
     ticker.start()

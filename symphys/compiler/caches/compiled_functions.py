@@ -49,8 +49,9 @@ def _announced(build, backend):
     """`build`, after one line on stderr (compiling is slow the first time
     only: PyTensor and Numba keep what they compiled on disk), with a line
     every `progress.LINE_SECONDS` while it takes."""
-    with progress.waiting(f"compiling a {backend.value} function (first run only: it is "
-                          "cached on disk for later runs)", announce=True):
+    what = f"compiling a {backend.value} function"
+    with progress.waiting(what, announce=f"{what} (first run only: it is cached on disk for "
+                                         "later runs)"):
         return build()
 
 

@@ -45,7 +45,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
 from symphys.physics.kernels.registry import stage_cache_key, stage_named
-from symphys.progress import LINE_SECONDS, say
+from symphys.progress import LINE_SECONDS, detailed, say
 
 MAX_NDIM = 3
 _SIGNATURE = types.void(types.intp, types.intp, types.intp)
@@ -311,7 +311,8 @@ def prepare(keys) -> None:
             return
         shares = [missing[w::workers] for w in range(workers)]
         env = dict(worker_env(), NUMBA_CACHE_DIR=kernel_cache_dir(missing))
-        failed = _compile_in_workers(shares, env)
+        with detailed():
+            failed = _compile_in_workers(shares, env)
         for share, err in failed:     # compiled here instead, where any error shows
             print(f"symphys: a kernel compile process failed; compiling {share} here:\n"
                   f"{err[-2000:]}", file=sys.stderr, flush=True)
