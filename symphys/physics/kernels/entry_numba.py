@@ -347,7 +347,8 @@ def _compile_in_workers(shares: list[list[str]], env: dict) -> list[tuple[list[s
         logs.append(log)
     start = time.perf_counter()
     finished: list[str] = []
-    while any(run.poll() is None for run in runs) or not done.empty():
+    while len(finished) < total and (any(run.poll() is None for run in runs)
+                                     or not done.empty()):
         try:
             key = done.get(timeout=LINE_SECONDS)
         except queue.Empty:
