@@ -287,7 +287,11 @@ def _machine_lock():
         yield
         return
     with open(NUMBA_CACHE_PATH / "symphys-entries.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say("waiting for another process compiling the physics kernels")
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
