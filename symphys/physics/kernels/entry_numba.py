@@ -30,12 +30,7 @@ import functools
 import hashlib
 import inspect
 import os
-import queue
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from pathlib import Path
 
 import numba
@@ -44,8 +39,9 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
+from symphys.physics.kernels.entry_workers import compile_in_workers
 from symphys.physics.kernels.registry import stage_cache_key, stage_named
-from symphys.progress import LINE_SECONDS, detailed, say
+from symphys.progress import detailed, say
 
 MAX_NDIM = 3
 _SIGNATURE = types.void(types.intp, types.intp, types.intp)
@@ -316,64 +312,12 @@ def prepare(keys) -> None:
         shares = [missing[w::workers] for w in range(workers)]
         env = dict(worker_env(), NUMBA_CACHE_DIR=kernel_cache_dir(missing))
         with detailed():
-            failed = _compile_in_workers(shares, env)
+            failed = compile_in_workers(shares, env)
         for share, err in failed:     # compiled here instead, where any error shows
             print(f"symphys: a kernel compile process failed; compiling {share} here:\n"
                   f"{err[-2000:]}", file=sys.stderr, flush=True)
             for key in share:
                 entry_address(key)
-
-
-def kernel_label(key: str) -> str:
-    """An entry's kernel as people read it: the stage and its direction,
-    e.g. `Solve (reverse)`."""
-    _, name, direction, _ = key.rsplit(".", 3)
-    return f"{name} ({'reverse' if direction == 'vjp' else 'forward'})"
-
-
-def _compile_in_workers(shares: list[list[str]], env: dict) -> list[tuple[list[str], str]]:
-    """Compile each share of entries in a worker process of its own, saying
-    which kernels are done, which compile now and for how long, on each
-    kernel done and every `progress.LINE_SECONDS`. Returns (share, the
-    worker's stderr) of the workers that failed."""
-    total = sum(map(len, shares))
-    say(f"compiling {total} physics kernels in {len(shares)} process(es), once per "
-        "machine (they are cached on disk)")
-    done: queue.Queue = queue.Queue()
-    runs, logs = [], []
-    for share in shares:
-        log = tempfile.TemporaryFile(mode="w+")
-        run = subprocess.Popen([sys.executable, "-c", _WORKER, *share], env=env,
-                               stdout=subprocess.PIPE, stderr=log, text=True)
-        threading.Thread(target=lambda out=run.stdout: [done.put(line.strip()) for line in out],
-                         daemon=True).start()
-        runs.append(run)
-        logs.append(log)
-    start = time.perf_counter()
-    finished: list[str] = []
-    while len(finished) < total and (any(run.poll() is None for run in runs)
-                                     or not done.empty()):
-        try:
-            key = done.get(timeout=LINE_SECONDS)
-        except queue.Empty:
-            key = None
-        if key:
-            finished.append(key)
-        # each worker compiles its share in order: its first one not done is under way
-        now = [kernel_label(next(k for k in share if k not in finished))
-               for share in shares if not set(share) <= set(finished)]
-        say(f"physics kernels: {len(finished)} of {total} compiled"
-            + (f" (last: {kernel_label(key)})" if key else "")
-            + f", {time.perf_counter() - start:.0f} s so far"
-            + (f"; compiling {', '.join(now)}" if now else ""))
-    failed = []
-    for run, log, share in zip(runs, logs, shares):
-        run.wait()
-        log.seek(0)
-        if run.returncode:
-            failed.append((share, log.read()))
-        log.close()
-    return failed
 
 
 def kernel_cache_dir(keys) -> str:
@@ -408,13 +352,6 @@ def worker_env() -> dict:
 
 # A worker compiles the entries named on its command line (a fresh
 # interpreter, so the caller's main module is not run again).
-_WORKER = ("import sys\n"
-           "from symphys.physics.kernels.entry_numba import entry_address\n"
-           "for key in sys.argv[1:]:\n"
-           "    entry_address(key)\n"
-           "    print(key, flush=True)\n")
-
-
 def entry_address(key: str) -> int:
     """The address of the entry `key` (an `entry_key`), compiled (or loaded
     from Numba's disk cache) on first use in this process."""
