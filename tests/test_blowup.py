@@ -55,3 +55,18 @@ def test_first_non_finite_entry_is_found_in_a_batch():
     assert (found.step, found.time, found.body, found.field, found.world) == (
         3, 1.5, "b", Field.ROTATION, 2)
     assert "not finite" in found.describe() and "world 2" in found.describe()
+
+
+def test_value_and_grad_names_a_non_finite_gradient_and_where_the_run_blew_up(
+        ball, monkeypatch):
+    """The gradient function is a stand-in (NaN gradient); the check runs the
+    real forward simulation to find the step."""
+    from symphys import api
+
+    monkeypatch.setattr(api, "value_and_grad_function", lambda *args, **kwargs: (
+        lambda *values: [np.float64(1.0), np.array([np.nan, 0.0, 0.0])]))
+    loss = lambda tr: tr.position["ball"][-1].sum()
+    with pytest.warns(SimulationWarning, match="gradient of ball.velocity.*step 4 "):
+        sp.value_and_grad(ball, 6, loss, wrt=["ball.velocity"], params=RUNAWAY)
+    with pytest.raises(SimulationError, match="gradient of ball.velocity"):
+        sp.value_and_grad(ball, 6, loss, wrt=["ball.velocity"], params=RUNAWAY, strict=True)
