@@ -277,7 +277,8 @@ def claims(result: ExperimentResult) -> str:
         f"({c['evaluations'] // max(c['iterations'], 1)} throws) runs as one batched "
         f"simulation, while each gradient step is a forward and backward pass; compile "
         f"times ({g['compile_seconds']:.0f} s and {c['compile_seconds']:.0f} s) are "
-        f"not in the wall times.")
+        f"not in the wall times, and a machine's first run is slower (its loops run "
+        f"interpreted while they compile in the background).")
     verdict_line = ("Result: matches the paper (the target within its "
                     f"{cap} iterations, with fewer simulations than CMA-ES)."
                     if m["targets_met"] else
