@@ -15,7 +15,8 @@ from symphys.compiler.caches.compiled_functions import clear_cache
 from symphys.compiler.export.read import load_compiled
 from symphys.compiler.export.write import export
 from symphys.compiler.loops import Loops, loops
-from symphys.errors import BackendError, ExportError, ParameterError, SceneError, SymphysError
+from symphys.errors import (BackendError, ExportError, ParameterError, SceneError,
+                            SimulationError, SimulationWarning, SymphysError)
 from symphys.learn import nn, optim
 from symphys.loop.rollout import Trajectory, rollout
 from symphys.loop.timeloop import LoopOptions
@@ -34,7 +35,7 @@ __all__ = [
     "__version__",
     "Backend", "BackendError", "Body", "Camera", "ExportError", "FrictionModel", "Ground",
     "Joint", "JointType", "LoopOptions", "Loops", "Motor", "MotorMode", "ParameterError", "Plane",
-    "Scene", "SceneBuilder", "SceneError", "Sensor", "SensorKind", "Shape", "SolverOptions",
+    "Scene", "SceneBuilder", "SceneError", "Sensor", "SimulationError", "SimulationWarning", "SensorKind", "Shape", "SolverOptions",
     "SymphysError", "Texture", "TextureKind", "Trajectory", "available_scenes", "camera",
     "clear_cache", "compile", "export", "load_compiled", "load_mjcf", "load_scene", "load_urdf",
     "loops", "nn", "optim",

@@ -8,6 +8,7 @@ PyTensor, so a second process compiles warm.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -19,7 +20,8 @@ from symphys.compiler.backends import (Backend, Compiled, as_backend, compile, s
                                        static_batch)
 from symphys.compiler.caches.compiled_functions import LossKey, cached
 from symphys.compiler.caches.function_files import loss_text
-from symphys.errors import ParameterError
+from symphys.errors import ParameterError, SimulationError, SimulationWarning
+from symphys.loop import blowup
 from symphys.loop.rollout import Trajectory, rollout_states, trajectory_from_states
 from symphys.loop.timeloop import LoopOptions
 from symphys.physics.model import build_model
@@ -107,12 +109,16 @@ def simulate_function(scene: Scene, steps: int, batched: Iterable[str] = (),
 
 
 def simulate(scene: Scene, steps: int, params: dict | None = None,
-             backend: "str | Backend" = "numba", action=None) -> Trajectory:
+             backend: "str | Backend" = "numba", action=None, *,
+             strict: bool = False) -> Trajectory:
     """Run `steps` steps; returns a numeric `Trajectory` (batch axis first
     when any parameter value carries one).
 
     action: motor commands held for the whole run, (M,) or (B, M) in the
-    order of `scene.motors` (default zeros)."""
+    order of `scene.motors` (default zeros).
+    A run that blows up (a non-finite or runaway state, `symphys.loop.blowup`)
+    gives one `SimulationWarning` naming the first step, body and field;
+    `strict=True` raises `SimulationError` instead."""
     steps = _check_steps(steps)
     values, batch = resolve_values(scene, params)
     batched = _batched_names(scene, values)
@@ -121,6 +127,7 @@ def simulate(scene: Scene, steps: int, params: dict | None = None,
                            action_batched=action_batched)
     extra = [] if action is None else [action]
     states, = fn(np.int64(steps), *values.values(), *extra)
+    blowup.check(scene.source, states, scene.body_names, scene.dt, strict)
     return trajectory_from_states(scene, states, batch is not None, lib=np)
 
 
@@ -213,12 +220,18 @@ def parameter_values(scene: Scene, params: dict | None):
 
 def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
                    params: dict | None = None, backend: "str | Backend" = "numba",
-                   action=None):
+                   action=None, *, strict: bool = False):
     """(loss value, {name: gradient}) of `loss(trajectory)` after `steps` steps.
 
     loss receives a symbolic `Trajectory` and returns a scalar; gradients
     are exact (back-propagation through every step) with respect to the
     named parameters in `wrt`, each shaped like its parameter value.
+
+    A loss or gradient that is not finite gives one `SimulationWarning`
+    (`strict=True`: `SimulationError`) naming it and, when the run blew
+    up, the first step, body and field (found by running it forward once
+    more). The trajectory itself is not checked otherwise: a runaway run
+    with a finite loss passes (`simulate` checks every state).
     """
     steps = _check_steps(steps)
     wrt = list(wrt)
@@ -230,7 +243,28 @@ def value_and_grad(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],
                                  action_batched=action_batched)
     extra = [] if action is None else [action]
     out = fn(*values.values(), *extra)
-    return float(out[0]), {name: g for name, g in zip(wrt, out[1:])}
+    grads = {name: g for name, g in zip(wrt, out[1:])}
+    _check_gradient(scene, steps, float(out[0]), grads, params, backend, action, strict)
+    return float(out[0]), grads
+
+
+def _check_gradient(scene, steps, value, grads, params, backend, action, strict) -> None:
+    """Warn (or raise when `strict`) about a non-finite loss or gradient,
+    naming the first blow-up of the forward run when there is one."""
+    bad = ([] if np.isfinite(value) else ["the loss"]) + [
+        f"the gradient of {name}" for name, g in grads.items() if not np.all(np.isfinite(g))]
+    if not bad:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SimulationWarning)
+        traj = simulate(scene, steps, params, backend, action)
+    found = blowup.find_blowup(blowup.trajectory_states(traj), scene.body_names, scene.dt)
+    message = (f"{scene.source}: not finite: {', '.join(bad)}; " + (
+        found.describe() if found else
+        "the trajectory stays finite and bounded, so look at the loss"))
+    if strict:
+        raise SimulationError(message)
+    warnings.warn(message, SimulationWarning, stacklevel=3)
 
 
 def batch_objective(scene: Scene, steps: int, loss: Callable, wrt: Iterable[str],

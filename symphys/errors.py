@@ -76,3 +76,14 @@ def member(value, choices: type[enum.Enum], what: str, error: type[Exception]):
         names = [c.value for c in choices]
         raise error(f"unknown {what} {value!r}{closest(str(value), names)}; "
                     f"choose one of {names}") from None
+
+
+class SimulationError(SymphysError, FloatingPointError):
+    """A simulation blew up (`strict=True`, `symphys simulate --strict`): a
+    state went non-finite or ran away; the message names the first step,
+    body and field (`symphys.loop.blowup`)."""
+
+
+class SimulationWarning(UserWarning):
+    """The same as `SimulationError`, said once per run instead of raised
+    (the default, `strict=False`)."""

@@ -35,6 +35,44 @@ def test_ball_throw_quick(tmp_path, capsys):
     assert "targets are for full runs" in out          # a quick run says so
 
 
+def _ball_throw_result(gradient_iterations, cmaes_evaluations):
+    """A ball-throw result as `run` makes it (both reach the goal; CMA-ES
+    faster in wall time, as here), without running anything."""
+    from symphys.experiments import ball_throw
+    from symphys.experiments.common import ExperimentResult
+
+    g = {"iterations": gradient_iterations, "evaluations": gradient_iterations,
+         "seconds": 0.25, "compile_seconds": 38.0, "final_loss": 0.0199,
+         "final_position": [9.98, 0, 0.5]}
+    c = {"iterations": cmaes_evaluations // 9, "evaluations": cmaes_evaluations,
+         "seconds": 0.14, "compile_seconds": 8.0, "final_loss": 0.015,
+         "final_position": [10.0, 0, 0.5], "seeds": [0, 1, 2],
+         "evaluations_per_seed": [cmaes_evaluations] * 3}
+    metrics = {"gradient_reached_goal": True, "cmaes_reached_goal": True,
+               "evaluation_ratio": cmaes_evaluations / gradient_iterations}
+    metrics["targets_met"] = gradient_iterations <= 88 and metrics["evaluation_ratio"] > 1
+    return ExperimentResult(
+        name="ball-throw", quick=False, seed=0, metrics=metrics, paper=ball_throw.PAPER,
+        extra={"gradient": g, "cmaes": c, "gradient_no_rolling_friction": {
+            "iterations": 300, "evaluations": 300, "seconds": 2.1, "final_loss": 3.3,
+            "final_position": [10.0, 0, 0.5]}})
+
+
+def test_ball_throw_report_ends_matched_when_the_claims_hold():
+    """31 iterations and 14.5x fewer simulations than CMA-ES match the paper's
+    claims (88 iterations, fewer simulations), though CMA-ES ran faster."""
+    from symphys.experiments import ball_throw
+
+    text = ball_throw.report(_ball_throw_result(31, 450))
+    last = text.splitlines()[-1]
+    assert last.startswith("Result: matches the paper"), last
+    assert "NOT" not in text
+    assert "16.3 s vs 59.9 s" in text and "0.25 s vs 0.14 s" in text   # both wall times
+    assert "27.5x fewer" in text and "14.5x fewer" in text
+    late = ball_throw.report(_ball_throw_result(120, 450)).splitlines()[-1]
+    assert "does NOT match" in late and "within 88 iterations" in late, late
+
+
 def _run_quick(name, tmp_path, **sizes):
     """Run an experiment module at test sizes; write and read back its JSON
     and PNG and its report."""

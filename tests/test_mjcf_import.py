@@ -562,3 +562,16 @@ def test_a_ball_joint_cone_holds_a_pendulum_as_mujocos_does():
     # on the cone where gravity pulls: the bob's axis leans towards +x +y
     tip = rot[-1] @ [0.0, 0.0, -1.0]
     assert tip[0] == pytest.approx(tip[1], abs=1e-6) and tip[0] > 0
+
+
+def test_shipped_robot_files_load_by_name(capsys):
+    """The example robots shipped with symphys (symphys/robots/) load by file
+    name alone, and `symphys list` shows them."""
+    pendulum = sp.load_mjcf("cart_double_pendulum.xml")
+    assert pendulum.body_names == ("cart", "pole1", "pole2")
+    assert [m.name for m in pendulum.motors] == ["slide"]
+    arm = sp.load_urdf("two_link_arm.urdf")
+    assert [j.name for j in arm.joints] == ["shoulder", "elbow"]
+    assert cli(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "cart_double_pendulum.xml" in out and "two_link_arm.urdf" in out

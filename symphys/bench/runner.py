@@ -315,7 +315,7 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
     notes join this one's (a case or peer in a later file replaces an
     earlier one); merging runs nothing either (it used to go on to run
     every case the files lacked: the whole default matrix, hours)."""
-    from tqdm.auto import tqdm
+    from symphys.progress import bar
 
 
     def names(text, allowed, what):
@@ -388,8 +388,8 @@ def main(json_path: str | None = "results/bench.json", quick: bool = False,
             peer_done.add((scene, batch))
         save()
 
-    run_cases(todo, record, lambda cases: tqdm(cases, desc="bench"))
-    for case in tqdm(camera_todo, desc="bench camera"):
+    run_cases(todo, record, lambda cases: bar(cases, "bench"))
+    for case in bar(camera_todo, "bench camera"):
         try:
             doc["camera_rows"].append(camera_bench.run_case(*case))
         except RuntimeError as exc:

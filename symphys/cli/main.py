@@ -1,5 +1,4 @@
-"""The `symphys` command line: list, simulate, experiment, figure, bench,
-bench-gpu, bench-scale, bench-solver, sysid, export, convert. Every argument parser of symphys is in this
+"""The `symphys` command line. Every argument parser of symphys is in this
 package (`sysid`, `export` and `convert` have modules of their own).
 
 Each command imports what it runs when it runs, so that `symphys list` and
@@ -10,33 +9,70 @@ and JAX in).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from symphys.errors import ParameterError, SymphysError, counted
+from symphys.errors import ParameterError, SimulationWarning, SymphysError, counted
 from symphys.scale.executors import RAY_ADDRESS_VARIABLE
+
+DESCRIPTION = """\
+symphys: a differentiable rigid-body physics engine. Simulate a scene or a
+robot (MJCF or URDF file), run the experiments of Degrave et al. (2016) and
+Suh et al. (2022), fit scene parameters to recordings, export compiled
+functions, and benchmark. The first run compiles the physics kernels (about a
+minute, once per machine); progress goes to stderr."""
+
+EPILOG = """\
+examples:
+  symphys list                                  shipped scenes, robots and experiments
+  symphys simulate ball --steps 500 --plot ball.png
+  symphys simulate ball --param ball.velocity=[3,0,5] --json ball.json
+  symphys simulate cart_double_pendulum.xml     a robot file (shipped, or any path)
+  symphys experiment ball-throw                 the main experiment (about a minute)
+  symphys experiment ball-throw --quick --no-progress
+  symphys convert two_link_arm.urdf -o arm.json
+  symphys COMMAND --help                        a command's options
+
+A run that blows up (NaN, or a speed above 1e6 m/s) prints a warning;
+`simulate --strict` makes it an error. Errors print one line
+`symphys: error: ...` and exit with status 2. Documentation: README.md
+and docs/ in the source tree."""
 
 
 def _cmd_list(args) -> int:
     from symphys.experiments import EXPERIMENTS
+    from symphys.mjcf import ROBOTS_DIR, shipped_robots
     from symphys.scene.reader import available_scenes, scene_summary, scenes_dir
 
     names = available_scenes()
-    width = max(map(len, [*names, *EXPERIMENTS]))
+    robots = shipped_robots()
+    width = max(map(len, [*names, *robots, *EXPERIMENTS]))
     print(f"scenes ({scenes_dir()}):")
     for name in names:
         print(f"  {name:<{width}}  {scene_summary(name)}")
+    print(f"robot files ({ROBOTS_DIR}; a command or sp.load_mjcf/load_urdf takes the name):")
+    for name in robots:
+        print(f"  {name:<{width}}  {_robot_summary(ROBOTS_DIR / name)}")
     print("experiments (symphys experiment NAME [--quick]):")
     for name, (_, summary) in EXPERIMENTS.items():
         print(f"  {name:<{width}}  {summary}")
     return 0
+
+
+def _robot_summary(path: Path) -> str:
+    """The first line of a robot file's first XML comment."""
+    text = path.read_text()
+    start = text.find("<!--")
+    return text[start + 4:].splitlines()[0].strip() if start >= 0 else ""
 
 
 def _cmd_simulate(args) -> int:
@@ -47,8 +83,13 @@ def _cmd_simulate(args) -> int:
     scene = load_any(args.scene)
     params = parse_params(args.param)
     start = time.perf_counter()
-    traj = simulate(scene, args.steps, params=params or None, backend=args.backend)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", SimulationWarning)
+        traj = simulate(scene, args.steps, params=params or None, backend=args.backend,
+                        strict=args.strict)
     seconds = time.perf_counter() - start
+    for warning in said:
+        print(f"symphys: warning: {warning.message}", file=sys.stderr)
     rows = [[name, np.array2string(traj.position[name][-1], precision=3),
              np.array2string(traj.velocity[name][-1], precision=3)]
             for name in scene.body_names]
@@ -204,12 +245,15 @@ def _cmd_figure(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="symphys", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="symphys", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("list", help="shipped scenes and experiments").set_defaults(func=_cmd_list)
+    sub.add_parser("list", help="shipped scenes, robot files and experiments, one a line"
+                   ).set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("simulate", help="simulate a scene and report its final state")
+    p = sub.add_parser("simulate", help="simulate a scene or robot and print each body's "
+                       "final position and velocity")
     p.add_argument("scene", help="a scene name (see `symphys list`), a scene file (.json) "
                                  "or a robot file (MJCF .xml, URDF .urdf)")
     p.add_argument("--steps", type=int, default=500, help="time steps to run (default 500)")
@@ -220,9 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable; an unknown name lists the valid ones)")
     p.add_argument("--json", help="write the trajectory here as JSON")
     p.add_argument("--plot", help="write heights and paths here as PNG")
+    p.add_argument("--strict", action="store_true",
+                   help="a run that blows up (a non-finite state, a speed above 1e6 m/s or "
+                        "a position beyond 1e6 m) is an error (exit 2) instead of a warning")
     p.set_defaults(func=_cmd_simulate)
 
-    p = sub.add_parser("experiment", help="run a paper experiment")
+    p = sub.add_parser("experiment", help="run one of the papers' experiments and print it "
+                       "beside the paper's numbers (`symphys list` names them)")
     p.add_argument("name", help="an experiment (see `symphys list`)")
     p.add_argument("--quick", action="store_true",
                    help="a small, fast version (the paper's targets apply to full runs)")
@@ -248,14 +296,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "error)")
     p.set_defaults(func=_cmd_experiment)
 
-    p = sub.add_parser("figure", help="one figure of the experiments' JSON results")
+    p = sub.add_parser("figure", help="draw the Suh et al. experiments' results in one "
+                       "figure")
     p.add_argument("which", choices=["suh"], help="suh: the Suh et al. experiments (B)")
     p.add_argument("--dir", default="docs", help="folder of the suh-*.json files")
     p.add_argument("--out", default="docs/suh-combined.png", help="the PNG to write")
     p.set_defaults(func=_cmd_figure)
 
-    p = sub.add_parser("bench-gpu", help="the quadruped on jax at large batches, on the "
-                       "device JAX picks (a GPU where one is present)")
+    p = sub.add_parser("bench-gpu", help="world-steps per second, forward and gradient, "
+                       "at large batches on the device JAX picks (a GPU where present)")
     p.add_argument("--scene", default="quadruped", help="a scene (default quadruped)")
     p.add_argument("--batches", default="1024,4096,16384",
                    help="comma-separated world counts (default 1024,4096,16384)")
@@ -263,8 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default="results/gpu_bench.json", help="results file")
     p.set_defaults(func=_cmd_bench_gpu)
 
-    p = sub.add_parser("bench-scale", help="CMA-ES generations in process and on a local "
-                       "Ray cluster of 1 and 2 workers, and a model of 64")
+    p = sub.add_parser("bench-scale", help="time CMA-ES generations in this process and on a "
+                       "local Ray cluster of 1 and 2 workers")
     p.add_argument("--populations", default="16,128,1024",
                    help="comma-separated population sizes (default 16,128,1024)")
     p.add_argument("--json", default="results/bench-scale.json", help="results file")
@@ -278,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", default=None, help="PNG path (default: beside the JSON)")
     p.set_defaults(func=_cmd_bench_solver)
 
-    p = sub.add_parser("bench", help="speed benchmarks (prints ratios measured in one run)")
+    p = sub.add_parser("bench", help="time symphys against MuJoCo and a hand-written kernel "
+                       "(hours in full; --quick: minutes)")
     p.add_argument("--json", default="results/bench.json", help="results file (and resume point)")
     p.add_argument("--plot", default=None, help="PNG path (default: beside the JSON)")
     p.add_argument("--quick", action="store_true", help="four small cases")
@@ -308,13 +358,37 @@ def build_parser() -> argparse.ArgumentParser:
     add_sysid_parser(sub)
     add_export_parser(sub)
     add_convert_parser(sub)
+    for command in sub.choices.values():
+        if "--no-progress" not in command._option_string_actions:
+            command.add_argument("--no-progress", action="store_true",
+                                 help="no progress bars or progress lines on stderr "
+                                      "(warnings and errors still print)")
     return parser
+
+
+@contextlib.contextmanager
+def _progress_shown(shown: bool):
+    """Progress off (`symphys.progress`, worker processes included) while
+    the command runs, when not `shown`."""
+    from symphys.progress import VARIABLE
+
+    before = os.environ.get(VARIABLE)
+    if not shown:
+        os.environ[VARIABLE] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = before
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with _progress_shown(not args.no_progress):
+            return args.func(args)
     except SymphysError as exc:
         print(f"symphys: error: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from pytensor.graph.rewriting.basic import dfs_rewriter
 from pytensor.link.vm import VMLinker
 from pytensor.tensor.rewriting.ofg import inline_ofg_expansion
 
+from symphys import progress
 from symphys.compiler import caches, rewrites
 from symphys.compiler.caches import rewritten_graphs
 from symphys.compiler.loops import loops_run, numba_mode
@@ -188,8 +189,16 @@ class Compiled:
         self.single = single    # fn returns a one-element list for one output
         self.graph_key = graph_key
         self.rewrites_on = rewrites_on
+        self._called = False
 
     def __call__(self, *args):
+        if not getattr(self, "_called", True):
+            # The backend generates and compiles its code on the first call
+            # (JAX traces and XLA compiles; Numba and the C VM build theirs).
+            self._called = True
+            with progress.waiting(f"first call of a {self.backend.value} function "
+                                  "(compiles, then runs)"):
+                return self(*args)
         if self.backend is Backend.JAX:
             # JAX traces on a first call (and on each new batch size), and
             # PyTensor then says it drops its run-time broadcast checks:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import psutil
 
+from symphys import progress
 from symphys.compiler import caches
 
 # A marker written on another host (a shared folder): its pid cannot be
@@ -100,8 +101,7 @@ class Compile:
             owner = _owner(in_flight_marker(self.key))
             if owner is not None:
                 self.started = float(owner["started"])
-                print("symphys: a loop runs interpreted while another process compiles it",
-                      file=sys.stderr, flush=True)
+                progress.say("a loop runs interpreted while another process compiles it")
                 return
             self.process = _launch(self.key, self._job)
             try:
@@ -111,8 +111,8 @@ class Compile:
             caches.write_atomically(in_flight_marker(self.key), json.dumps(
                 {"pid": self.process.pid, "started": self.started,
                  "host": socket.gethostname()}).encode())
-        print("symphys: a loop runs interpreted while a background process compiles it "
-              "(once per machine)", file=sys.stderr, flush=True)
+        progress.say("a loop runs interpreted while a background process compiles it "
+                     "(once per machine)")
 
     def running(self) -> bool:
         if not self.kept:

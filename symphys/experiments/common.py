@@ -66,12 +66,12 @@ def table(head: list[str], rows: list[list]) -> str:
 
 def progress(iterable, desc: str, show: bool = True, total: int | None = None,
              initial: int = 0):
-    """A tqdm progress bar (silent when show is False); `initial` items were
-    done before (a resumed run: `iterable` holds the rest, `total` all)."""
-    from tqdm.auto import tqdm
+    """A progress bar (`symphys.progress.bar`; silent when show is False);
+    `initial` items were done before (a resumed run: `iterable` holds the
+    rest, `total` all)."""
+    from symphys.progress import bar
 
-    return tqdm(iterable, desc=desc, total=total, initial=initial, disable=not show,
-                leave=False, dynamic_ncols=True)
+    return bar(iterable, desc, show, total=total, initial=initial)
 
 
 def verdict(met: bool) -> str:

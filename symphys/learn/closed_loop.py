@@ -33,6 +33,7 @@ from symphys.compiler.caches.compiled_functions import LossKey, cached
 from symphys.compiler.caches.function_files import loss_text
 from symphys.errors import ParameterError
 from symphys.learn.nn import Schedule
+from symphys.loop import blowup
 from symphys.loop.adjoint import LoopOptions
 from symphys.loop.rollout import Trajectory, rollout
 from symphys.scene.params import check_names
@@ -169,7 +170,9 @@ def closed_loop_trajectory(scene: Scene, steps: int, controller, weights: dict, 
     names = scene.body_names
     fields = [dict(zip(names, outs[i * len(names):(i + 1) * len(names)]))
               for i in range(len(_FIELDS))]
-    return Trajectory(np.arange(steps + 1) * scene.dt, *fields, batched=False)
+    traj = Trajectory(np.arange(steps + 1) * scene.dt, *fields, batched=False)
+    blowup.check_trajectory(scene.source, traj, scene.dt)
+    return traj
 
 
 def command_objective(scene: Scene, steps: int, loss: Callable, rows: int, *,

@@ -116,8 +116,8 @@ class _GradientOptimiser:
         thetas, estimates = [theta], []
         steps = range(int(iterations))
         if progress:
-            from tqdm.auto import tqdm
-            steps = tqdm(steps, desc=f"{estimator.value}-order descent")
+            from symphys.progress import bar
+            steps = bar(steps, f"{estimator.value}-order descent")
         for _ in steps:
             est = estimate(objective, theta, estimator, options, rng, executor)
             theta = self.step({"theta": theta}, {"theta": est.gradient})["theta"]

@@ -96,7 +96,9 @@ def load_urdf(path: str | Path, **options) -> Scene:
 
 
 def _existing(path) -> str:
-    p = Path(path)
+    from symphys.mjcf import robot_file
+
+    p = robot_file(path)
     if not p.is_file():
         raise SceneError("file not found" if not p.exists() else "is not a file", source=str(p))
     return str(p)

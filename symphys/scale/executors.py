@@ -42,9 +42,9 @@ class Where(enum.Enum):
 
 
 def _bar(total: int, desc: str, show: bool):
-    from tqdm.auto import tqdm
+    from symphys.progress import bar
 
-    return tqdm(total=total, desc=desc, disable=not show, leave=False, dynamic_ncols=True)
+    return bar(None, desc, show, total=total)
 
 
 class InProcess:
@@ -171,11 +171,15 @@ class RayCluster:
         ray = self._ray
         options = dict(include_dashboard=False, log_to_driver=False,
                        logging_level="ERROR")
+        from symphys.progress import waiting
+
+        where = "a local Ray cluster" if self.address == "local" else self.address
         try:
-            if self.address == "local":
-                ray.init(num_cpus=workers, **options)
-            else:
-                ray.init(address=self.address, **options)
+            with waiting(f"starting Ray ({where})", period=5.0, announce=True):
+                if self.address == "local":
+                    ray.init(num_cpus=workers, **options)
+                else:
+                    ray.init(address=self.address, **options)
         except (ConnectionError, RuntimeError) as err:
             raise ClusterError(f"cannot join the Ray cluster at {self.address}: {err}") from None
         self._started = True

@@ -383,7 +383,8 @@ def fit_data(scene: Scene, data: Data, variables: Sequence[Variable], *,
     A variable whose bounds are equal (and its start) is held there: one
     compiled function then serves a model and its restriction."""
     from scipy.optimize import least_squares, minimize
-    from tqdm.auto import tqdm
+
+    from symphys.progress import bar as progress_bar
 
     method = Method(method) if not isinstance(method, Method) else method
     base, _ = resolve_values(scene, params)
@@ -410,7 +411,7 @@ def fit_data(scene: Scene, data: Data, variables: Sequence[Variable], *,
         raise ParameterError(f"starting values must lie strictly inside the bounds; "
                              f"{len(bad)} do not (first at packed index {bad[0]}: "
                              f"{x0[bad[0]]} not in ({lo[bad[0]]}, {hi[bad[0]]}))")
-    bar = tqdm(desc="sysid", unit="eval", disable=not progress, leave=False)
+    bar = progress_bar(None, "sysid", progress, unit="eval")
     evaluator = _Evaluator(fn, packing, data, chunk, bar)
     start = time.perf_counter()
     r0, _ = evaluator.residuals(x0)

@@ -30,6 +30,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from symphys import progress
+
 CACHE_ENV = "SYMPHYS_CACHE_DIR"
 _log = logging.getLogger(__name__)
 _UNWRITABLE: set = set()     # folders reported as not writable in this process
@@ -102,9 +104,10 @@ def write_atomically(path: Path, data: bytes) -> bool:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path):
-    """Hold an exclusive lock on `path` (other processes wait); without
-    one where the file cannot be made (`cannot_write`) or `fcntl` is missing."""
+def file_lock(path: Path, waiting: str | None = None):
+    """Hold an exclusive lock on `path` (other processes wait, saying
+    `waiting` first when given); without one where the file cannot be made
+    (`cannot_write`) or `fcntl` is missing."""
     try:
         import fcntl
     except ImportError:
@@ -117,7 +120,12 @@ def file_lock(path: Path):
         yield
         return
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                progress.say(waiting)
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:

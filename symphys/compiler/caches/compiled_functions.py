@@ -10,11 +10,11 @@ building it) and rewritten graphs (`rewritten_graphs`); below those, PyTensor's.
 
 from __future__ import annotations
 
-import sys
 import time
 import weakref
 from collections.abc import Callable
 
+from symphys import progress
 from symphys.compiler import rewrites
 from symphys.compiler.backends import Backend, Compiled, as_backend, interpreting, jax_with_float64
 from symphys.compiler.caches import function_files
@@ -46,11 +46,13 @@ def cached(key, build: Callable[[], Compiled], backend,
 
 
 def _announced(build, backend):
-    """`build`, after one line on stderr: compiling is slow the first time
-    only (PyTensor and Numba keep what they compiled on disk)."""
-    print(f"symphys: compiling a {backend.value} function (first run only: it is cached on "
-          "disk for later runs)", file=sys.stderr, flush=True)
-    return build()
+    """`build`, after one line on stderr (compiling is slow the first time
+    only: PyTensor and Numba keep what they compiled on disk), with a line
+    every `progress.LINE_SECONDS` while it takes."""
+    what = f"compiling a {backend.value} function"
+    with progress.waiting(what, announce=f"{what} (first run only: it is cached on disk for "
+                                         "later runs)"):
+        return build()
 
 
 def _stored_or_built(build, backend, described) -> Compiled:

@@ -29,7 +29,6 @@ import functools
 import hashlib
 import inspect
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -41,7 +40,9 @@ from numba.extending import intrinsic, overload
 
 from symphys.compiler import caches
 from symphys.compiler.caches import numba_files
+from symphys.physics.kernels.entry_workers import compile_in_workers
 from symphys.physics.kernels.registry import stage_cache_key, stage_named
+from symphys.progress import detailed
 
 MAX_NDIM = 3
 _SIGNATURE = types.void(types.intp, types.intp, types.intp)
@@ -286,26 +287,21 @@ def prepare(keys) -> None:
     if not missing or not caches.writable(NUMBA_CACHE_PATH):
         return
     # Another process compiling entries: wait, then find them on disk.
-    with caches.file_lock(NUMBA_CACHE_PATH / "symphys-entries.lock"):
+    with caches.file_lock(NUMBA_CACHE_PATH / "symphys-entries.lock",
+                          "waiting for another process compiling the physics kernels"):
         missing = [k for k in missing if not on_disk(k)]
         workers = min(len(missing), _cpus())
         if not missing:
             return
-        print(f"symphys: compiling {len(missing)} physics kernels with {workers} "
-              "process(es) (once per machine: they are cached on disk)",
-              file=sys.stderr, flush=True)
         shares = [missing[w::workers] for w in range(workers)]
         env = dict(worker_env(), NUMBA_CACHE_DIR=kernel_cache_dir(missing))
-        runs = [subprocess.Popen([sys.executable, "-c", _WORKER, *share], env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                for share in shares]
-        for run, share in zip(runs, shares):
-            _, err = run.communicate()
-            if run.returncode:     # compiled here instead, where any error shows
-                print(f"symphys: a kernel compile process failed; compiling {share} here:\n"
-                      f"{err[-2000:]}", file=sys.stderr, flush=True)
-                for key in share:
-                    entry_address(key)
+        with detailed():
+            failed = compile_in_workers(shares, env)
+        for share, err in failed:     # compiled here instead, where any error shows
+            print(f"symphys: a kernel compile process failed; compiling {share} here:\n"
+                  f"{err[-2000:]}", file=sys.stderr, flush=True)
+            for key in share:
+                entry_address(key)
 
 
 def kernel_cache_dir(keys) -> str:
@@ -336,14 +332,6 @@ def worker_env() -> dict:
         folder = f"base_compiledir={config.base_compiledir}"
         env["PYTENSOR_FLAGS"] = ",".join(f for f in (flags, folder) if f)
     return env
-
-
-# A worker compiles the entries named on its command line (a fresh
-# interpreter, so the caller's main module is not run again).
-_WORKER = ("import sys\n"
-           "from symphys.physics.kernels.entry_numba import entry_address\n"
-           "for key in sys.argv[1:]:\n"
-           "    entry_address(key)\n")
 
 
 def entry_address(key: str) -> int:
