@@ -13,7 +13,7 @@ each J_e v + c_e lam_e = target_e with lam_e clamped to its bounds:
 - a contact that can act (its normal row's UPPER column is 1: penetrating,
   or reaching the other side within the step) becomes the edges n +- mu t
   of its friction pyramid (MuJoCo's pyramidal cone), each a LOWER 0 row;
-  one that cannot keeps its normal row alone.
+  one that cannot stays out of the problem.
 
 The answer minimises the convex
 
@@ -255,7 +255,7 @@ def constraints(rows_w, table, stiff, soft, con, kind):
     its pyramid, one pair per friction row j, each a LOWER 0 row aiming at
     the normal's target with compliance (c_n / A_nn + soft) A_ee x (edge
     count), so that the edges together are as soft along n as the normal;
-    one that cannot act keeps its normal row alone, without friction."""
+    one that cannot act stays out."""
     n_rows = table.shape[0]
     e = 0
     for r in range(n_rows):
@@ -273,7 +273,9 @@ def constraints(rows_w, table, stiff, soft, con, kind):
         while q < n_rows and table[q, COL_BOUND] == FRICTION and table[q, COL_REF] == r:
             n_fric += 1
             q += 1
-        if n_fric == 0 or rows_w[r, UPPER] <= 0.0:
+        if n_fric > 0 and rows_w[r, UPPER] <= 0.0:
+            continue                          # a contact that cannot act this step
+        if n_fric == 0:
             for k in range(24):
                 con[e, k] = rows_w[r, JA + k]     # jac_a, jac_b, dir_a, dir_b in order
             con[e, C_TARGET] = rows_w[r, TARGET]

@@ -74,7 +74,9 @@ def constraints_vjp(rows_w, table, stiff, soft, con, gcon, g_rows):
         while q < n_rows and table[q, COL_BOUND] == FRICTION and table[q, COL_REF] == r:
             n_fric += 1
             q += 1
-        if n_fric == 0 or rows_w[r, UPPER] <= 0.0:
+        if n_fric > 0 and rows_w[r, UPPER] <= 0.0:
+            continue
+        if n_fric == 0:
             for k in range(24):
                 g_rows[r, JA + k] += gcon[e, k]
             g_rows[r, TARGET] += gcon[e, C_TARGET]
