@@ -14,6 +14,16 @@ import symphys as sp
 BACKEND = "numba"
 
 
+def scene_doc(**body):
+    """A scene file's content: one sphere on the ground, its fields
+    replaced or added by `body`."""
+    base = {"name": "b", "shape": "sphere", "radius": 0.1, "mass": 1.0,
+            "position": [0, 0, 1]}
+    base.update(body)
+    return {"format": "symphys-scene/1", "name": "t", "dt": 0.01,
+            "ground": {"friction": 0.5}, "bodies": [base]}
+
+
 def flight():
     """One sphere, no ground, no contacts: free flight and spin."""
     return (sp.SceneBuilder("flight", dt=0.002, iterations=1)

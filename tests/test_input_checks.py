@@ -13,13 +13,7 @@ from symphys.errors import ParameterError, SceneError
 from symphys.scene.elements import MAX_ITERATIONS
 from symphys.scene.shipped import scenes_dir
 
-
-def _doc(**body):
-    base = {"name": "b", "shape": "sphere", "radius": 0.1, "mass": 1.0,
-            "position": [0, 0, 1]}
-    base.update(body)
-    return {"format": "symphys-scene/1", "name": "t", "dt": 0.01,
-            "ground": {"friction": 0.5}, "bodies": [base]}
+from scenes import scene_doc
 
 
 def _error(tmp_path, doc, error=SceneError) -> str:
@@ -33,14 +27,14 @@ def _error(tmp_path, doc, error=SceneError) -> str:
 
 @pytest.mark.parametrize("radius,density,mass", [(1e200, 1e300, "inf"), (1e-10, 1e-300, "0")])
 def test_mass_from_density_is_finite_and_positive(tmp_path, radius, density, mass):
-    doc = _doc(radius=radius, density=density)
+    doc = scene_doc(radius=radius, density=density)
     del doc["bodies"][0]["mass"]
     msg = _error(tmp_path, doc)
     assert "body 'b'" in msg and "field 'density'" in msg and f"mass of {mass} kg" in msg
 
 
 def test_solver_iterations_are_bounded(tmp_path):
-    doc = _doc()
+    doc = scene_doc()
     doc["solver"] = {"iterations": MAX_ITERATIONS}
     path = tmp_path / "ok.json"
     path.write_text(json.dumps(doc))
@@ -53,13 +47,13 @@ def test_solver_iterations_are_bounded(tmp_path):
 
 
 def test_restitution_above_one_is_refused(tmp_path):
-    msg = _error(tmp_path, _doc(restitution=1.5))
+    msg = _error(tmp_path, scene_doc(restitution=1.5))
     assert "body 'b'" in msg and "field 'restitution'" in msg and "at most 1" in msg
-    doc = _doc()
+    doc = scene_doc()
     doc["ground"]["restitution"] = 2.0
     msg = _error(tmp_path, doc)
     assert "ground" in msg and "field 'restitution'" in msg
-    doc = _doc()
+    doc = scene_doc()
     doc["geoms"] = [{"name": "g", "body": "b", "shape": "sphere", "radius": 0.05,
                      "position": [0, 0, 1], "restitution": 1.01}]
     assert "geom 'g'" in _error(tmp_path, doc)
@@ -92,10 +86,10 @@ def test_none_is_reported_as_none(value):
 
 
 def test_duplicate_key_in_a_scene_file(tmp_path):
-    text = json.dumps(_doc()).replace('"mass": 1.0', '"mass": 1.0, "mass": 2.0')
+    text = json.dumps(scene_doc()).replace('"mass": 1.0', '"mass": 1.0, "mass": 2.0')
     msg = _error(tmp_path, text)
     assert "object 'b'" in msg and "key 'mass' is given twice" in msg
-    text = json.dumps(_doc()).replace('{"name": "b"', '{"shape": "box", "shape": "x", "name": "b"')
+    text = json.dumps(scene_doc()).replace('{"name": "b"', '{"shape": "box", "shape": "x", "name": "b"')
     assert "object 'b'" in _error(tmp_path, text)         # named by a later "name"
 
 
@@ -107,7 +101,7 @@ def test_a_local_folder_does_not_hide_a_shipped_scene(tmp_path, monkeypatch):
 
 def test_a_local_file_named_like_a_shipped_scene_says_how_to_pick(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "ball").write_text(json.dumps(_doc()))
+    (tmp_path / "ball").write_text(json.dumps(scene_doc()))
     with pytest.raises(SceneError) as info:
         sp.load_scene("ball")
     msg = str(info.value)

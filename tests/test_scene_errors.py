@@ -9,13 +9,7 @@ import symphys as sp
 from symphys.errors import ParameterError, SceneError
 from symphys.scene.reader import overriding
 
-
-def _doc(**body):
-    base = {"name": "b", "shape": "sphere", "radius": 0.1, "mass": 1.0,
-            "position": [0, 0, 1]}
-    base.update(body)
-    return {"format": "symphys-scene/1", "name": "t", "dt": 0.01,
-            "ground": {"friction": 0.5}, "bodies": [base]}
+from scenes import scene_doc
 
 
 def _write(tmp_path, doc, name="scene.json"):
@@ -49,25 +43,25 @@ def test_invalid_json_reports_line(tmp_path):
 
 
 def test_unknown_format(tmp_path):
-    doc = _doc()
+    doc = scene_doc()
     doc["format"] = "symphys-scene/9"
     assert "unknown format version" in _error(tmp_path, doc)
 
 
 def test_unknown_shape(tmp_path):
-    msg = _error(tmp_path, _doc(shape="cone"))
+    msg = _error(tmp_path, scene_doc(shape="cone"))
     assert "body 'b'" in msg and "field 'shape'" in msg and "cone" in msg
 
 
 @pytest.mark.parametrize("field,value", [("radius", 0.0), ("radius", -1.0),
                                          ("mass", 0.0), ("mass", -2.0)])
 def test_non_positive(tmp_path, field, value):
-    msg = _error(tmp_path, _doc(**{field: value}))
+    msg = _error(tmp_path, scene_doc(**{field: value}))
     assert f"field '{field}'" in msg and "must be > 0" in msg and "body 'b'" in msg
 
 
 def test_non_positive_density_size_length(tmp_path):
-    doc = _doc()
+    doc = scene_doc()
     doc["bodies"][0] = {"name": "crate", "shape": "box", "size": [1, 0, 1], "density": 10}
     assert "field 'size'" in _error(tmp_path, doc)
     doc["bodies"][0] = {"name": "crate", "shape": "box", "size": [1, 1, 1], "density": -10}
@@ -79,20 +73,20 @@ def test_non_positive_density_size_length(tmp_path):
 
 
 def test_missing_radius_and_mass(tmp_path):
-    doc = _doc()
+    doc = scene_doc()
     del doc["bodies"][0]["radius"]
     assert "field 'radius'" in _error(tmp_path, doc) and "missing" in _error(tmp_path, doc)
-    doc = _doc()
+    doc = scene_doc()
     del doc["bodies"][0]["mass"]
     assert "field 'mass'" in _error(tmp_path, doc)
 
 
 def test_nan_and_inf_anywhere(tmp_path):
     """Literal NaN and Infinity in a file: the error names the field."""
-    text = json.dumps(_doc()).replace('"position": [0, 0, 1]', '"position": [0, NaN, 1]')
+    text = json.dumps(scene_doc()).replace('"position": [0, 0, 1]', '"position": [0, NaN, 1]')
     msg = _error(tmp_path, text)
     assert "NaN" in msg and "field 'bodies[b].position[1]'" in msg
-    text = json.dumps(_doc()).replace('"friction": 0.5', '"friction": Infinity')
+    text = json.dumps(scene_doc()).replace('"friction": 0.5', '"friction": Infinity')
     msg = _error(tmp_path, text)
     assert "Infinity" in msg and "field 'ground.friction'" in msg
 
@@ -109,29 +103,29 @@ def test_nan_from_builder():
 
 
 def test_wrong_vector_length(tmp_path):
-    msg = _error(tmp_path, _doc(velocity=[1, 2]))
+    msg = _error(tmp_path, scene_doc(velocity=[1, 2]))
     assert "field 'velocity'" in msg and "3 numbers" in msg
 
 
 def test_zero_quaternion(tmp_path):
-    assert "zero quaternion" in _error(tmp_path, _doc(quaternion=[0, 0, 0, 0]))
+    assert "zero quaternion" in _error(tmp_path, scene_doc(quaternion=[0, 0, 0, 0]))
 
 
 def test_duplicate_names(tmp_path):
-    doc = _doc()
+    doc = scene_doc()
     doc["bodies"].append(dict(doc["bodies"][0]))
     assert "duplicate body name" in _error(tmp_path, doc)
 
 
 def test_contact_with_unknown_body(tmp_path):
-    doc = _doc()
+    doc = scene_doc()
     doc["contacts"] = [{"a": "b", "b": "grund"}]
     msg = _error(tmp_path, doc)
     assert "unknown body or geom 'grund'" in msg and "did you mean 'ground'" in msg
 
 
 def test_unknown_field_suggests(tmp_path):
-    msg = _error(tmp_path, _doc(veloctiy=[0, 0, 0]))
+    msg = _error(tmp_path, scene_doc(veloctiy=[0, 0, 0]))
     assert "did you mean 'velocity'" in msg
 
 
@@ -186,7 +180,7 @@ def test_bad_backend():
 def test_builder_equals_file(tmp_path):
     built = (sp.SceneBuilder("t", dt=0.01).ground(friction=0.5)
              .sphere("b", radius=0.1, mass=1.0, position=[0, 0, 1]).build())
-    loaded = sp.load_scene(_write(tmp_path, _doc()))
+    loaded = sp.load_scene(_write(tmp_path, scene_doc()))
     assert built.bodies == loaded.bodies and built.ground == loaded.ground
     assert built.structure_key() == loaded.structure_key()
     np.testing.assert_equal(built.parameters(), loaded.parameters())
@@ -194,7 +188,7 @@ def test_builder_equals_file(tmp_path):
 
 # -- joints and motors ----------------------------------------------------------
 def _jointed(joint=None, motor=None):
-    doc = _doc()
+    doc = scene_doc()
     doc["bodies"].append({"name": "c", "shape": "box", "size": [0.1, 0.1, 0.1], "mass": 1.0,
                           "position": [0, 0, 0.5]})
     entry = {"name": "j", "type": "hinge", "parent": "b", "child": "c",
@@ -347,7 +341,7 @@ def test_target_distance_sensor_reads_three_task_inputs():
 def test_velocity_damping_out_of_range(tmp_path, damping, words):
     """A negative drag, or one that would reverse velocities in a step
     (λ dt >= 1, here dt = 0.01), is refused naming the solver field."""
-    doc = _doc()
+    doc = scene_doc()
     doc["solver"] = {"velocity_damping": damping}
     msg = _error(tmp_path, doc)
     assert "solver" in msg and "field 'velocity_damping'" in msg and words in msg
@@ -364,7 +358,7 @@ def test_velocity_damping_is_a_parameter_only_when_present():
 
 
 def test_stiction_velocity_needs_a_penalty_model(tmp_path):
-    doc = _doc()
+    doc = scene_doc()
     doc["solver"] = {"stiction_velocity": 0.1}
     msg = _error(tmp_path, doc)
     assert "field 'stiction_velocity'" in msg and "penalty" in msg

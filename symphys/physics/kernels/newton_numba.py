@@ -39,17 +39,14 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.layout import BODY, ROW, Bound, RowColumn
+from symphys.physics.kernels.layout import BODY, Bound
 from symphys.physics.kernels.rows_numba import inverse_inertia
+from symphys.physics.kernels.solve_numba import (BOX, COL_A, COL_B, COL_BOUND, COL_REF, DA,
+                                                 FRICTION, GAMMA, JA, KEEP, LOWER, LOWER_BOUND,
+                                                 MASS, MU, TARGET, UPPER)
 
 jit, leaf = vn.jit, vn.leaf
-JA, JB, DA, DB = ROW.at("jac_a"), ROW.at("jac_b"), ROW.at("dir_a"), ROW.at("dir_b")
-MASS, GAMMA, TARGET, KEEP = ROW.at("mass"), ROW.at("gamma"), ROW.at("target"), ROW.at("keep")
-LOWER, UPPER, MU = ROW.at("lower"), ROW.at("upper"), ROW.at("mu")
-COL_A, COL_B, COL_BOUND, COL_REF = (int(RowColumn.A), int(RowColumn.B), int(RowColumn.BOUND),
-                                    int(RowColumn.REF))
-FREE, LOWER_BOUND, BOX, FRICTION = int(Bound.FREE), int(Bound.LOWER), int(Bound.BOX), \
-    int(Bound.FRICTION)
+FREE = int(Bound.FREE)
 INV_MASS = BODY.at("inv_mass")
 # Equality rows' compliance added to their own, relative to their inverse
 # effective mass: joints hold to about this fraction of a step's impulse.
@@ -244,6 +241,30 @@ def _own_compliance(row, a_rr):
     return row[GAMMA] + (1.0 - keep) / (keep * mass)
 
 
+# What `constraints` makes of a row (`row_head`).
+SKIP, DIRECT, EDGES = 0, 1, 2
+
+
+@leaf
+def row_head(rows_w, table, r):
+    """(what becomes of row r: SKIP, DIRECT (one constraint) or EDGES (its
+    contact's pyramid), has b, A_rr, own compliance, the friction rows that
+    follow it in the layout)."""
+    has_b = table[r, COL_B] >= 0
+    if table[r, COL_BOUND] == FRICTION:
+        return SKIP, has_b, 0.0, -1.0, 0
+    a_rr = _a_rr(rows_w[r], has_b, JA, DA)
+    own = _own_compliance(rows_w[r], a_rr)
+    n_fric = 0
+    q = r + 1
+    while q < table.shape[0] and table[q, COL_BOUND] == FRICTION and table[q, COL_REF] == r:
+        n_fric += 1
+        q += 1
+    if own < 0.0 or (n_fric > 0 and rows_w[r, UPPER] <= 0.0):   # never acts, or not now
+        return SKIP, has_b, a_rr, own, n_fric
+    return (EDGES if n_fric > 0 else DIRECT), has_b, a_rr, own, n_fric
+
+
 @leaf
 def constraints(rows_w, table, stiff, soft, con, kind):
     """The convex problem's constraints from one world's rows: con (E, C_WIDTH),
@@ -260,22 +281,10 @@ def constraints(rows_w, table, stiff, soft, con, kind):
     e = 0
     for r in range(n_rows):
         bound = table[r, COL_BOUND]
-        if bound == FRICTION:
+        what, has_b, a_rr, own, n_fric = row_head(rows_w, table, r)
+        if what == SKIP:
             continue
-        has_b = table[r, COL_B] >= 0
-        a_rr = _a_rr(rows_w[r], has_b, JA, DA)
-        own = _own_compliance(rows_w[r], a_rr)
-        if own < 0.0:
-            continue
-        # Friction rows of this normal (they follow it in the layout).
-        n_fric = 0
-        q = r + 1
-        while q < n_rows and table[q, COL_BOUND] == FRICTION and table[q, COL_REF] == r:
-            n_fric += 1
-            q += 1
-        if n_fric > 0 and rows_w[r, UPPER] <= 0.0:
-            continue                          # a contact that cannot act this step
-        if n_fric == 0:
+        if what == DIRECT:
             for k in range(24):
                 con[e, k] = rows_w[r, JA + k]     # jac_a, jac_b, dir_a, dir_b in order
             con[e, C_TARGET] = rows_w[r, TARGET]

@@ -25,12 +25,11 @@ import numpy as np
 
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.newton_numba import (C_COMPLIANCE, C_DIR, C_HI, C_JAC, C_LO,
-                                                  C_TARGET, C_WIDTH, COL_B, COL_BOUND, COL_REF,
-                                                  FREE, FRICTION, GAMMA, INV_MASS, JA, K_A, K_B,
-                                                  KEEP, LOWER, MASS, MU, TARGET,
-                                                  UPPER, _a_rr, _hessian, _impulses, _m_times,
-                                                  _own_compliance, body_mass, constraints, factor,
-                                                  solve_factored)
+                                                  C_TARGET, C_WIDTH, COL_BOUND, DIRECT, FREE,
+                                                  GAMMA, INV_MASS, JA, K_A, K_B, KEEP, LOWER,
+                                                  MASS, MU, SKIP, TARGET, UPPER, _a_rr,
+                                                  _hessian, _impulses, _m_times, body_mass,
+                                                  constraints, factor, row_head, solve_factored)
 from symphys.physics.kernels.rows_numba import inverse_inertia
 from symphys.physics.kernels.rows_numba_grad import inverse_inertia_vjp
 
@@ -62,21 +61,10 @@ def constraints_vjp(rows_w, table, stiff, soft, con, gcon, g_rows):
     e = 0
     for r in range(n_rows):
         bound = table[r, COL_BOUND]
-        if bound == FRICTION:
+        what, has_b, a_rr, own, n_fric = row_head(rows_w, table, r)
+        if what == SKIP:
             continue
-        has_b = table[r, COL_B] >= 0
-        a_rr = _a_rr(rows_w[r], has_b, JA, JA + 12)
-        own = _own_compliance(rows_w[r], a_rr)
-        if own < 0.0:
-            continue
-        n_fric = 0
-        q = r + 1
-        while q < n_rows and table[q, COL_BOUND] == FRICTION and table[q, COL_REF] == r:
-            n_fric += 1
-            q += 1
-        if n_fric > 0 and rows_w[r, UPPER] <= 0.0:
-            continue
-        if n_fric == 0:
+        if what == DIRECT:
             for k in range(24):
                 g_rows[r, JA + k] += gcon[e, k]
             g_rows[r, TARGET] += gcon[e, C_TARGET]
