@@ -108,7 +108,8 @@ def fidelity(xml: str, steps: int, dt: float, body: str, sweeps=(None, 100)) -> 
     MuJoCo's, and its final height}, MuJoCo at its defaults."""
     import mujoco
 
-    import symphys as sp
+    from symphys.api import simulate
+    from symphys.mjcf import load_mjcf
     from symphys.scene.elements import SolverMethod
 
     model = mujoco.MjModel.from_xml_string(xml)
@@ -120,25 +121,26 @@ def fidelity(xml: str, steps: int, dt: float, body: str, sweeps=(None, 100)) -> 
         mujoco.mj_step(model, data)
         theirs.append(data.xipos[index].copy())
     theirs = np.array(theirs)
-    scene = dataclasses.replace(sp.load_mjcf(xml), dt=dt)
+    scene = dataclasses.replace(load_mjcf(xml), dt=dt)
     runs = {f"pgs-{k or scene.solver.iterations}": _with(scene, iterations=k or
                                                          scene.solver.iterations)
             for k in sweeps}
     runs["newton"] = _with(scene, method=SolverMethod.NEWTON, iterations=50)
     out = {"mujoco_final_height": float(theirs[-1, 2])}
     for name, s in runs.items():
-        mine = sp.simulate(s, steps).position[body][1:]
+        mine = simulate(s, steps).position[body][1:]
         out[name] = {"max_distance": float(np.abs(mine - theirs).max()),
                      "final_height": float(mine[-1, 2])}
     return out
 
 
 def measure(steps: int = 300) -> dict:
-    import symphys as sp
     from symphys.bench.mujoco_peer import time_mj_step
+    from symphys.mjcf import load_mjcf
+    from symphys.scene.reader import load_scene
 
-    quadruped = sp.load_scene("quadruped")
-    ant = sp.load_mjcf(ant_xml())
+    quadruped = load_scene("quadruped")
+    ant = load_mjcf(ant_xml())
     ant = dataclasses.replace(ant, dt=0.005)
     return {
         "quadruped": convergence(quadruped, steps, gait=True),

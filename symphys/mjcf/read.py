@@ -50,6 +50,7 @@ import numpy as np
 from symphys.errors import SceneError, member
 from symphys.mjcf.actuators import convert_motors
 from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, WayOut, dof_count
+from symphys.mjcf.files import robot_file
 from symphys.mjcf.joints import convert_joints
 from symphys.mjcf.shapes import (GeomType, body_frame, candidate_pairs, geom_label, is_ground_plane,
                                  matrix_to_quaternion, plane_box, shape_fields)
@@ -96,8 +97,6 @@ def load_urdf(path: str | Path, **options) -> Scene:
 
 
 def _existing(path) -> str:
-    from symphys.mjcf import robot_file
-
     p = robot_file(path)
     if not p.is_file():
         raise SceneError("file not found" if not p.exists() else "is not a file", source=str(p))
