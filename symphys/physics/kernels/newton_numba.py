@@ -395,14 +395,12 @@ def _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off):
                 wp = w * con[e, C_JAC + 6 + p]
                 for q in range(p + 1):
                     diag[b, p, q] += wp * con[e, C_JAC + 6 + q]
-            blk = off[pair[a, b]]
-            a_first = later[pair[a, b]] == b
+            blk = off[pair[a, b]]           # H[earlier, later]
+            first, second = (C_JAC, C_JAC + 6) if later[pair[a, b]] == b else (C_JAC + 6, C_JAC)
             for p in range(6):
+                wp = w * con[e, first + p]
                 for q in range(6):
-                    if a_first:
-                        blk[p, q] += w * con[e, C_JAC + p] * con[e, C_JAC + 6 + q]
-                    else:
-                        blk[p, q] += w * con[e, C_JAC + 6 + p] * con[e, C_JAC + q]
+                    blk[p, q] += wp * con[e, second + q]
     for i in range(mass.shape[0]):          # the lower triangles, mirrored
         for p in range(6):
             for q in range(p):
