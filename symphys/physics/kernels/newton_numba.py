@@ -372,8 +372,8 @@ def _impulses(con, kind, n_con, v, y, lam, act):
 
 
 @leaf
-def _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off):
-    """diag, off = the blocks of H = M + sum over unclamped e of J_e^T J_e / c_e."""
+def _mass_blocks(mass, inertia, diag, off):
+    """diag, off = the blocks of M."""
     diag[:] = 0.0
     off[:] = 0.0
     for i in range(mass.shape[0]):
@@ -381,8 +381,15 @@ def _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off):
             diag[i, k, k] = mass[i]
             for j in range(3):
                 diag[i, 3 + k, 3 + j] = inertia[i, k, j]
+
+
+@leaf
+def _add_constraints(con, kind, n_con, act, equalities, pair, later, diag, off):
+    """Add J_e^T J_e / c_e of each unclamped e that is an equality row (or,
+    with equalities False, bounded) to the blocks: the lower triangles of
+    diag (`_mirror` completes them), all of off (H[earlier, later])."""
     for e in range(n_con):
-        if not act[e]:
+        if not act[e] or (kind[e, K_BOUND] == FREE) != equalities:
             continue
         a, b = kind[e, K_A], kind[e, K_B]
         w = 1.0 / con[e, C_COMPLIANCE]
@@ -401,10 +408,24 @@ def _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off):
                 wp = w * con[e, first + p]
                 for q in range(6):
                     blk[p, q] += wp * con[e, second + q]
-    for i in range(mass.shape[0]):          # the lower triangles, mirrored
+
+
+@leaf
+def _mirror(diag):
+    """Each diagonal block's upper triangle from its lower."""
+    for i in range(diag.shape[0]):
         for p in range(6):
             for q in range(p):
                 diag[i, q, p] = diag[i, p, q]
+
+
+@leaf
+def _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off):
+    """diag, off = the blocks of H = M + sum over unclamped e of J_e^T J_e / c_e."""
+    _mass_blocks(mass, inertia, diag, off)
+    _add_constraints(con, kind, n_con, act, True, pair, later, diag, off)
+    _add_constraints(con, kind, n_con, act, False, pair, later, diag, off)
+    _mirror(diag)
 
 
 @leaf
@@ -456,6 +477,12 @@ def newton_world(v_free, rows_w, table, inv_mass, inv_i, order, pair, later, nb_
     act = np.zeros(n_con, dtype=np.bool_)
     diag, off = np.empty((n, 6, 6)), np.empty((later.shape[0], 6, 6))
     g, step, mx, dv = np.empty((n, 6)), np.empty((n, 6)), np.empty((n, 6)), np.empty((n, 6))
+    # M and the equality rows (never clamped): the Hessian's part that every
+    # iteration shares.
+    base_diag, base_off = np.empty_like(diag), np.empty_like(off)
+    _mass_blocks(mass, inertia, base_diag, base_off)
+    act[:] = True
+    _add_constraints(con, kind, n_con, act, True, pair, later, base_diag, base_off)
     v[:] = v_free
     residual = 0.0
     for it in range(max_iterations + 1):
@@ -485,7 +512,10 @@ def newton_world(v_free, rows_w, table, inv_mass, inv_i, order, pair, later, nb_
         residual = worst / scale
         if residual <= tolerance or it == max_iterations:
             return it, residual
-        _hessian(mass, inertia, con, kind, n_con, act, pair, later, diag, off)
+        diag[:] = base_diag
+        off[:] = base_off
+        _add_constraints(con, kind, n_con, act, False, pair, later, diag, off)
+        _mirror(diag)
         factor(diag, off, order, pair, later, nb_ptr, nb)
         for i in range(n):
             for k in range(6):
