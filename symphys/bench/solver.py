@@ -7,7 +7,9 @@ costs, and how robots hold together against MuJoCo on the same file.
   and the velocity residual it stopped at; projected Gauss-Seidel at the
   scene's sweeps against itself at 2,000 sweeps (max |v_K - v*| / max |v*|).
 - cost: one world's solve, Newton against the scene's sweeps, timed side by
-  side on the same rows (median over states along the run).
+  side on the same rows (median over states along the run); and one step's
+  three kernels forward and reversed with each method (`step_costs`), the
+  gradient's cost over the forward's.
 - fidelity: robots as MJCF, simulated by MuJoCo and by symphys with each
   method: the ant's torso height after 2 s, and a chain of three 50-g links
   carrying a 20-kg load (400 times heavier) swinging for 1 s.
@@ -103,6 +105,69 @@ def convergence(scene, steps: int, gait: bool, timing_every: int = 50) -> dict:
     return out
 
 
+def _microseconds(call, repeats: int = 300) -> float:
+    call()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        call()
+    return (time.perf_counter() - start) / repeats * 1e6
+
+
+def step_costs(scene, warm_steps: int = 150) -> dict:
+    """One world's step as its three kernels, forward and reversed (each
+    pullback with its cotangents), with the Newton solve and with the
+    scene's sweeps, in microseconds, at a state `warm_steps` into the gait."""
+    from symphys.physics.kernels import newton_numba as nw
+    from symphys.physics.kernels import newton_numba_grad as ng
+    from symphys.physics.kernels import rows_numba, rows_numba_grad
+    from symphys.physics.kernels import solve_numba as sn
+    from symphys.physics.kernels import solve_numba_grad as sg
+    from symphys.physics.kernels.layout import Option, build_layout
+    from symphys.physics.kernels.reference import numeric_inputs
+
+    layout = build_layout(scene)
+    x = numeric_inputs(scene)
+    tables, table, options = layout.arrays(), layout.rows, layout.options
+    tree = nw.pattern(table, len(scene.bodies)).arrays()
+    sweeps = int(options[Option.ITERATIONS])
+    settings = (50, nw.STIFF, scene.solver.bound_softness, scene.solver.tolerance)
+    params = [x[k] for k in ("body", "world", "joint", "motor", "geom")]
+    phase = np.random.default_rng(0).uniform(0, 2 * np.pi, len(scene.motors))
+    state = x["state"].copy()
+    for t in range(warm_steps + 1):
+        action = (0.4 * np.sin(2 * np.pi * 1.5 * t * scene.dt + phase))[None]
+        v_free, rows, tau = rows_numba.rows(state, *params, action, *tables)
+        v = nw.solve(v_free, rows, table, state, x["body"], options, *tree, *settings)
+        if t < warm_steps:
+            state = sn.integrate(state, v, v_free, tau, options, 1)
+    g_next = np.random.default_rng(1).normal(size=state.shape)
+    g_state, g_v, g_vf, g_tau = sg.integrate_vjp(state, v, v_free, tau, options, g_next, 1)
+    g_vf_solve, g_rows = sg.solve_vjp(v_free, rows, table, g_v, sweeps)
+    shared = {
+        "rows": _microseconds(lambda: rows_numba.rows(state, *params, action, *tables)),
+        "rows_reverse": _microseconds(lambda: rows_numba_grad.rows_vjp(
+            state, *params, action, *tables, g_vf + g_vf_solve, g_rows, g_tau)),
+        "integrate": _microseconds(lambda: sn.integrate(state, v, v_free, tau, options, 1)),
+        "integrate_reverse": _microseconds(lambda: sg.integrate_vjp(
+            state, v, v_free, tau, options, g_next, 1)),
+    }
+    solves = {
+        "newton": (_microseconds(lambda: nw.solve(v_free, rows, table, state, x["body"],
+                                                  options, *tree, *settings)),
+                   _microseconds(lambda: ng.solve_vjp(v_free, rows, table, state, x["body"],
+                                                      options, *tree, v, g_v, *settings))),
+        f"pgs-{sweeps}": (_microseconds(lambda: sn.solve(v_free, rows, table, sweeps)),
+                          _microseconds(lambda: sg.solve_vjp(v_free, rows, table, g_v, sweeps))),
+    }
+    out = dict(shared)
+    for name, (forward, reverse) in solves.items():
+        step = shared["rows"] + forward + shared["integrate"]
+        back = shared["rows_reverse"] + reverse + shared["integrate_reverse"]
+        out[name] = {"solve": forward, "solve_reverse": reverse, "step": step,
+                     "gradient_over_forward": (step + back) / step}
+    return out
+
+
 def fidelity(xml: str, steps: int, dt: float, body: str, sweeps=(None, 100)) -> dict:
     """{method: max distance (m) over the run of `body`'s centre of mass from
     MuJoCo's, and its final height}, MuJoCo at its defaults."""
@@ -144,6 +209,7 @@ def measure(steps: int = 300) -> dict:
     ant = dataclasses.replace(ant, dt=0.005)
     return {
         "quadruped": convergence(quadruped, steps, gait=True),
+        "step_costs": step_costs(quadruped),
         "ant": convergence(ant, steps + 100, gait=False),
         "mj_step_us": {"quadruped": time_mj_step(quadruped)["ns_per_world_step"] / 1e3},
         "fidelity": {"ant": fidelity(ant_xml(), 400, 0.005, "torso"),
@@ -167,6 +233,12 @@ def report(result: dict) -> str:
                   f"{_summary(r['pgs_error'])}",
                   f"  solve time (us, one world): newton {np.median(r['newton_us']):.1f}, "
                   f"pgs {np.median(r['pgs_us']):.1f}"]
+    costs = result["step_costs"]
+    for name, r in costs.items():
+        if isinstance(r, dict):
+            lines.append(f"quadruped step with {name}: forward {r['step']:.1f} us (solve "
+                         f"{r['solve']:.1f}, its pullback {r['solve_reverse']:.1f}); gradient "
+                         f"{r['gradient_over_forward']:.2f}x the forward")
     lines.append(f"MuJoCo mj_step (quadruped, whole step): "
                  f"{result['mj_step_us']['quadruped']:.1f} us")
     for name, r in result["fidelity"].items():
