@@ -19,7 +19,6 @@ from dataclasses import fields
 import pytensor.tensor as pt
 
 from symphys.errors import BackendError
-
 from symphys.physics.kernels import (newton_numba, newton_numba_grad, rows_numba, rows_numba_grad,
                                      solve_numba, solve_numba_grad)
 from symphys.physics.kernels.layout import ROW, STATE, Option, StepLayout
@@ -73,6 +72,7 @@ SOLVE = Stage(
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
     version=1, home=__name__)
 
+
 def _newton_on_jax(*args):
     raise BackendError("solver method 'newton' runs on the Numba kernels only so far: "
                        "use backend='numba', or the solver method 'pgs'")
@@ -90,6 +90,7 @@ NEWTON = Stage(
     vjp_reads_outputs=True,
     depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout",
              "symphys.physics.kernels.rows_numba", "symphys.physics.kernels.rows_numba_grad",
+             "symphys.physics.kernels.contacts_numba", "symphys.physics.kernels.solve_numba",
              "symphys.physics.kernels.newton_numba"),
     version=1, home=__name__)
 
