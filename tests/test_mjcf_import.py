@@ -275,7 +275,7 @@ def test_an_ant_dropped_on_the_ground_settles_where_mujocos_does(tmp_path):
         mujoco.mj_step(m, d)
     scene = sp.load_mjcf(path)
     scene = dataclasses.replace(scene, dt=dt, solver=dataclasses.replace(
-        scene.solver, method=SolverMethod.NEWTON, iterations=50))
+        scene.solver, method=SolverMethod.NEWTON, newton_iterations=50))
     traj = sp.simulate(scene, steps)
     mine = traj.position["torso"]
     assert abs(mine[-1, 2] - d.xipos[1][2]) < 5e-3, (mine[-1], d.xipos[1])

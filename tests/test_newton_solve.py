@@ -192,6 +192,6 @@ def test_a_heavy_load_on_light_links_follows_mujoco():
         theirs.append(data.xipos[load].copy())
     scene = sp.load_mjcf(CHAIN)
     scene = dataclasses.replace(scene, solver=dataclasses.replace(
-        scene.solver, method=SolverMethod.NEWTON, iterations=50))
+        scene.solver, method=SolverMethod.NEWTON, newton_iterations=50))
     mine = sp.simulate(scene, 500).position["load"][1:]
     assert np.abs(mine - np.array(theirs)).max() < 0.01

@@ -190,7 +190,7 @@ def fidelity(xml: str, steps: int, dt: float, body: str, sweeps=(None, 100)) -> 
     runs = {f"pgs-{k or scene.solver.iterations}": _with(scene, iterations=k or
                                                          scene.solver.iterations)
             for k in sweeps}
-    runs["newton"] = _with(scene, method=SolverMethod.NEWTON, iterations=50)
+    runs["newton"] = _with(scene, method=SolverMethod.NEWTON, newton_iterations=50)
     out = {"mujoco_final_height": float(theirs[-1, 2])}
     for name, s in runs.items():
         mine = simulate(s, steps).position[body][1:]

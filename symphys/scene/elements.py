@@ -213,8 +213,10 @@ class SolverOptions:
       Newton's method on the convex problem of the rows (NEWTON: joints
       exact, bounded rows soft by `bound_softness`, friction on a pyramid
       of edges; converged to `tolerance`; the Numba kernels only so far).
-    iterations: PGS sweeps per step; NEWTON: at most this many Newton
-      steps; 1 to `MAX_ITERATIONS`.
+    iterations: PGS sweeps per step, 1 to `MAX_ITERATIONS`.
+    newton_iterations: NEWTON: at most this many Newton steps, 1 to
+      `MAX_ITERATIONS` (it stops sooner at `tolerance`; the reference graph
+      takes all of them).
     tolerance: NEWTON: the largest velocity residual |M^-1 g| it stops at,
       relative to the largest speed.
     bound_softness: NEWTON: the compliance of contacts, limits, servo and
@@ -243,6 +245,7 @@ class SolverOptions:
     model: ContactModel = ContactModel.IMPULSE
     method: SolverMethod = SolverMethod.PGS
     iterations: int = 8
+    newton_iterations: int = 20
     tolerance: float = 1e-7
     bound_softness: float = 0.01
     constraint_frequency: float | None = None

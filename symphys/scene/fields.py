@@ -21,7 +21,7 @@ BODY_KEYS = {"name", "shape", "radius", "size", "length", "mass", "density", "po
              "rolling_friction", "color", "texture", "inertia"}
 GEOM_KEYS = {"name", "body", "shape", "radius", "size", "length", "position", "quaternion",
              "friction", "restitution", "rolling_friction", "color"}
-SOLVER_KEYS = {"model", "method", "tolerance", "bound_softness", "iterations", "constraint_frequency", "constraint_damping",
+SOLVER_KEYS = {"model", "method", "tolerance", "bound_softness", "iterations", "newton_iterations", "constraint_frequency", "constraint_damping",
                "position_feedback", "restitution_threshold", "friction_model", "gyroscopic",
                "renormalisation_iterations", "contact_stiffness", "contact_damping",
                "velocity_damping", "stiction_velocity", "contact_smoothing"}

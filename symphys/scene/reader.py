@@ -174,6 +174,8 @@ def _read_solver(doc, source: str) -> SolverOptions:
         bound_softness=r.number("bound_softness", d.bound_softness, sign=Sign.POSITIVE),
         iterations=r.number("iterations", d.iterations, sign=Sign.POSITIVE, integer=True,
                             maximum=MAX_ITERATIONS),
+        newton_iterations=r.number("newton_iterations", d.newton_iterations, sign=Sign.POSITIVE,
+                                   integer=True, maximum=MAX_ITERATIONS),
         constraint_frequency=freq,
         constraint_damping=r.number("constraint_damping", d.constraint_damping),
         position_feedback=r.number("position_feedback", d.position_feedback,

@@ -149,10 +149,11 @@ class Option(enum.IntEnum):
     DAMPING = 6               # 1: velocity damping acts
     ROLLING = 7               # 1: contacts carry rolling rows
     RENORMALISE = 8           # Bjorck iterations per step
-    ITERATIONS = 9            # solver sweeps (NEWTON: most Newton steps)
+    ITERATIONS = 9            # PGS: sweeps per step
     NEWTON = 10               # 1: the rows are solved by Newton's method
     TOLERANCE = 11            # NEWTON: relative velocity residual it stops at
     BOUND_SOFTNESS = 12       # NEWTON: bounded rows' relative compliance
+    NEWTON_ITERATIONS = 13    # NEWTON: most Newton steps
 
 
 N_OPTIONS = len(Option)
@@ -292,6 +293,7 @@ def build_layout(scene: Scene) -> StepLayout:
     options[Option.NEWTON] = s.method is SolverMethod.NEWTON
     options[Option.TOLERANCE] = s.tolerance
     options[Option.BOUND_SOFTNESS] = s.bound_softness
+    options[Option.NEWTON_ITERATIONS] = s.newton_iterations
     return StepLayout(_table(contacts), _table(joints), _table(drags), _table(servos),
                       _table(torques), joint_consts, motor_consts,
                       np.asarray(rows, dtype=np.int64).reshape(len(rows), 4),

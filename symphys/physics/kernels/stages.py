@@ -122,15 +122,14 @@ def fused_step(state, body, world, joint, motor, geom, action, layout: StepLayou
     tables = [pt.as_tensor_variable(t) for t in tables]
     v_free, rows, tau = Rows()(state, body, world, joint, motor, geom, action, *tables)
     rows_table = tables[[f.name for f in fields(StepLayout)].index("rows")]
-    iterations = int(layout.options[Option.ITERATIONS])
     if layout.options[Option.NEWTON]:
         tree = newton_numba.pattern(layout.rows, len(layout.articulated))
-        v = NewtonSolve(iterations=iterations, stiff=newton_numba.STIFF,
+        v = NewtonSolve(iterations=int(layout.options[Option.NEWTON_ITERATIONS]), stiff=newton_numba.STIFF,
                         soft=float(layout.options[Option.BOUND_SOFTNESS]),
                         tolerance=float(layout.options[Option.TOLERANCE]))(
             v_free, rows, rows_table, state, body, tables[-1],
             *(pt.as_tensor_variable(a) for a in tree.arrays()))
     else:
-        v = Solve(iterations=iterations)(v_free, rows, rows_table)
+        v = Solve(iterations=int(layout.options[Option.ITERATIONS]))(v_free, rows, rows_table)
     return Integrate(renormalise=int(layout.options[Option.RENORMALISE]))(
         state, v, v_free, tau, tables[-1])
