@@ -17,7 +17,8 @@ import pytest
 from test_kernel_ops import EXP
 
 import symphys as sp
-from symphys.compiler import background, caches, loops
+from symphys import storage
+from symphys.compiler import background, loops
 from symphys.compiler.backends import compile
 from symphys.physics.kernels import entry_numba
 from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
@@ -130,8 +131,8 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch, caplog):
     def refuse(*args):
         raise PermissionError("read-only file system")
 
-    monkeypatch.setattr(caches.os, "replace", refuse)
-    assert not caches.write_atomically(tmp_path / "entry.pkl", b"data")
+    monkeypatch.setattr(storage.os, "replace", refuse)
+    assert not storage.write_atomically(tmp_path / "entry.pkl", b"data")
     assert list(tmp_path.iterdir()) == []
     assert "cannot be written" in caplog.text
 

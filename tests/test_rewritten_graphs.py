@@ -8,7 +8,7 @@ from pytensor.graph.basic import Constant
 from pytensor.link.vm import Loop, Stack
 from pytensor.scan.op import Scan
 
-from symphys.compiler import caches
+from symphys import storage
 from symphys.compiler.backends import compile
 from symphys.compiler.caches import rewritten_graphs
 from symphys.compiler.loops import CompiledLoop, Loops, loops
@@ -55,7 +55,7 @@ def test_key_depends_on_constants_backend_and_inputs():
 
 def test_cache_switched_off_by_empty_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMPHYS_CACHE_DIR", "")
-    assert caches.cache_dir() is None
+    assert storage.cache_dir() is None
     x, y = _graph(2.0)
     assert float(compile([x], y, backend="cvm")(np.zeros(3))) == 0.0
 

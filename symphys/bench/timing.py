@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from symphys.compiler.caches import CACHE_ENV
+from symphys.storage import CACHE_ENV
 
 TIME_BUDGET_S = 30.0      # stop repeating a timed call after this long (at least one run)
 

@@ -21,7 +21,8 @@ from pytensor.link.vm import VMLinker
 from pytensor.tensor.rewriting.ofg import inline_ofg_expansion
 
 from symphys import progress
-from symphys.compiler import caches, rewrites
+from symphys import storage
+from symphys.compiler import rewrites
 from symphys.compiler.caches import rewritten_graphs
 from symphys.compiler.loops import loops_run, numba_mode
 from symphys.errors import BackendError, member
@@ -239,7 +240,7 @@ def compile(inputs, outputs, backend: "str | Backend" = "numba", *,
     single = not isinstance(outputs, (list, tuple))
     in_place = backend in REWRITES_LOOPS_IN_PLACE
     # A function run as built is not rewritten: there is nothing to keep.
-    use_cache = (disk_cache and not kwargs and caches.cache_dir() is not None
+    use_cache = (disk_cache and not kwargs and storage.cache_dir() is not None
                  and not _runs_as_built(backend))
     if use_cache:
         outs = [outputs] if single else list(outputs)

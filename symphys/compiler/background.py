@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 
 from symphys import progress
-from symphys.compiler import caches
+from symphys import storage
 
 # A marker written on another host (a shared folder): its pid cannot be
 # checked here, so it counts as abandoned after this many seconds.
@@ -91,11 +91,11 @@ class Compile:
         self._job = job            # pickled (scan, input types, inputs)
         self.process = None        # this process's compile, when it is ours
         self.started = time.time()
-        self.kept = caches.writable(folder())
+        self.kept = storage.writable(folder())
 
     def claim(self) -> None:
         """Start the compile unless it is done or another process's is under way."""
-        with caches.file_lock(folder() / "symphys-loops.lock"):
+        with storage.file_lock(folder() / "symphys-loops.lock"):
             if done_marker(self.key).exists():
                 return
             owner = _owner(in_flight_marker(self.key))
@@ -108,7 +108,7 @@ class Compile:
                 self.started = psutil.Process(self.process.pid).create_time()
             except psutil.Error:       # ended already: the marker is stale at once
                 pass
-            caches.write_atomically(in_flight_marker(self.key), json.dumps(
+            storage.write_atomically(in_flight_marker(self.key), json.dumps(
                 {"pid": self.process.pid, "started": self.started,
                  "host": socket.gethostname()}).encode())
         progress.say("a loop runs interpreted while a background process compiles it "
@@ -199,11 +199,11 @@ _COMPILER = ("import time\n"
              "    os.nice(10)\n"
              "job, done, in_flight = sys.argv[1:4]\n"
              "try:\n"
-             "    from symphys.compiler import caches\n"
+             "    from symphys import storage\n"
              "    from symphys.compiler.loops import CompiledLoop\n"
              "    scan, types, inputs = pickle.loads(Path(job).read_bytes())\n"
              "    os.unlink(job)\n"
              "    CompiledLoop(scan).compiled(types)(*inputs)\n"
-             "    caches.write_atomically(Path(done), f'{time.time() - began:.1f}'.encode())\n"
+             "    storage.write_atomically(Path(done), f'{time.time() - began:.1f}'.encode())\n"
              "finally:\n"
              "    Path(in_flight).unlink(missing_ok=True)\n")

@@ -59,7 +59,8 @@ from pytensor.scan.op import Scan
 from pytensor.tensor.elemwise import Elemwise
 
 from symphys.compiler import background
-from symphys.compiler.caches import rewritten_graphs, source_digest
+from symphys.compiler.caches import rewritten_graphs
+from symphys.storage import source_digest
 from symphys.errors import SymphysError
 
 

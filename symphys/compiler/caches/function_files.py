@@ -30,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from symphys.compiler import caches
+from symphys import storage
 from symphys.compiler.backends import (REWRITES_LOOPS_IN_PLACE, Backend, Compiled, jax_with_float64,
                                        mode_for)
-from symphys.compiler.caches import rewritten_graphs, source_digest
+from symphys.compiler.caches import rewritten_graphs
+from symphys.storage import source_digest
 from symphys.errors import ParameterError, counted
 from symphys.loop.rollout import trajectory_from_states
 from symphys.physics.model import STATE_SIZE
@@ -88,7 +89,7 @@ def function_key(parts: tuple, backend: Backend) -> str:
 
 def _paths(key: str) -> tuple[Path, Path] | None:
     """(entry, exported artifact) paths of `key`; None with the store off."""
-    folder = caches.cache_dir()
+    folder = storage.cache_dir()
     if folder is None:
         return None
     return folder / f"{key}.fn.json", folder / f"{key}.jax"
@@ -96,7 +97,7 @@ def _paths(key: str) -> tuple[Path, Path] | None:
 
 def _executable_path(key: str) -> Path:
     """Where this host's XLA executable of entry `key` is kept."""
-    return caches.cache_dir() / f"{key}.{host_fingerprint()}.xla"
+    return storage.cache_dir() / f"{key}.{host_fingerprint()}.xla"
 
 
 @functools.lru_cache(maxsize=1)
@@ -155,7 +156,7 @@ class ExportedFunction:
             try:
                 from jax.experimental import serialize_executable
                 payload = serialize_executable.serialize(compiled)[0]
-                caches.write_atomically(self._executable, payload)
+                storage.write_atomically(self._executable, payload)
             except Exception as err:   # noqa: BLE001 - the function still runs
                 _log.warning("symphys: executable not kept (%s: %s)",
                              type(err).__name__, err)
@@ -248,9 +249,9 @@ def store(key: str, compiled: Compiled) -> Compiled:
         exported = _export_jax(compiled.fn)
         if exported is not None:
             exported, blob, entry["inputs"] = exported
-            entry["jax"] = caches.write_atomically(paths[1], blob)
+            entry["jax"] = storage.write_atomically(paths[1], blob)
             use = Compiled(ExportedFunction(exported, entry["inputs"], _executable_path(key)),
                            compiled.backend, compiled.input_names, single=compiled.single,
                            graph_key=compiled.graph_key, rewrites_on=compiled.rewrites_on)
-    caches.write_atomically(paths[0], json.dumps(entry).encode())
+    storage.write_atomically(paths[0], json.dumps(entry).encode())
     return use

@@ -19,7 +19,7 @@ graph read back for those backends has its loops marked as rewritten
 (`_Rewritten`): converting them again runs no rewrites, which were most of
 a warm compile.
 
-Location: `symphys.compiler.caches.cache_dir()`.
+Location: `symphys.storage.cache_dir()`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.fg import FunctionGraph
 from pytensor.scan.op import Scan
 
-from symphys.compiler.caches import cache_dir, write_atomically
+from symphys.storage import cache_dir, write_atomically
 from symphys.version import __version__
 
 _log = logging.getLogger(__name__)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from symphys.compiler import caches
+from symphys import storage
 from symphys.compiler.backends import Backend, Compiled, jax_with_float64
 from symphys.compiler.caches import rewritten_graphs
 from symphys.compiler.caches.function_files import ExportedFunction
@@ -151,7 +151,7 @@ def _graph_bytes(fn) -> bytes:
     `rewritten_graphs` entry it was linked from when there is one (byte for byte,
     so a process loading the export generates the same code, and finds
     Numba's cached machine code), else its graph pickled afresh."""
-    folder = caches.cache_dir()
+    folder = storage.cache_dir()
     entry = None if folder is None or fn.graph_key is None else folder / f"{fn.graph_key}.pkl"
     if entry is not None and entry.is_file():
         return entry.read_bytes()

@@ -38,8 +38,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-from symphys.compiler import caches
-from symphys.compiler.caches import numba_files
+from symphys import storage
+from symphys.storage import numba_files
 from symphys.physics.kernels.entry_workers import compile_in_workers
 from symphys.physics.kernels.registry import stage_cache_key, stage_named
 from symphys.progress import detailed
@@ -278,16 +278,16 @@ def prepare(keys) -> None:
     cores; a cold machine's first graph: about a minute on one core for all
     the stages), which keep the kernels' own Numba cache in
     `kernel_cache_dir`. Nothing where PyTensor's Numba folder cannot be
-    written (`caches.writable`)."""
+    written (`storage.writable`)."""
     from pytensor.link.numba.cache import NUMBA_CACHE_PATH
 
     missing = sorted({k for k in keys if k not in _ENTRIES and not on_disk(k)},
                      key=_compile_weight, reverse=True)
     # Where nothing can be kept, each entry compiles (uncached) on first use.
-    if not missing or not caches.writable(NUMBA_CACHE_PATH):
+    if not missing or not storage.writable(NUMBA_CACHE_PATH):
         return
     # Another process compiling entries: wait, then find them on disk.
-    with caches.file_lock(NUMBA_CACHE_PATH / "symphys-entries.lock",
+    with storage.file_lock(NUMBA_CACHE_PATH / "symphys-entries.lock",
                           "waiting for another process compiling the physics kernels"):
         missing = [k for k in missing if not on_disk(k)]
         workers = min(len(missing), _cpus())
@@ -362,7 +362,7 @@ def _cfunc(fn, key: str, kernel):
     compiled uncached where the folder cannot be written."""
     from pytensor.link.numba.cache import NUMBA_CACHE_PATH
 
-    def build(cache=on_disk(key) or caches.writable(NUMBA_CACHE_PATH)):
+    def build(cache=on_disk(key) or storage.writable(NUMBA_CACHE_PATH)):
         return numba.cfunc(_SIGNATURE, cache=cache, error_model="numpy")(fn)
 
     places = [(NUMBA_CACHE_PATH, _entry_cache_key(key))]
@@ -373,7 +373,7 @@ def _cfunc(fn, key: str, kernel):
     try:
         return numba_files.compile_healing(build, places)
     except OSError as err:                # a damaged file that cannot be replaced
-        caches.cannot_write(NUMBA_CACHE_PATH, err)
+        storage.cannot_write(NUMBA_CACHE_PATH, err)
         return build(cache=False)
 
 
