@@ -7,7 +7,7 @@ import pytensor.tensor as pt
 import pytest
 
 from symphys.compiler.backends import compile
-from symphys.loop.adjoint import LoopOptions, Reverse, close_over, inline_loops, loop_with_adjoint
+from symphys.adjoint import LoopOptions, Reverse, close_over, inline_loops, loop_with_adjoint
 
 
 def _recurrence(x, y, a, b):

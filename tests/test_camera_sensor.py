@@ -7,6 +7,7 @@ import pytest
 
 import symphys as sp
 from symphys.api import _inputs
+from symphys.camera.image import render_state
 from symphys.compiler.backends import compile as sp_compile
 from symphys.errors import SceneError
 from symphys.physics.model import build_model
@@ -51,7 +52,7 @@ def test_camera_sensor_reads_the_rendered_image(scene):
     """The observation is the image sp.render gives, row-major."""
     sym = _inputs(scene, set())
     bodies, world, state = build_model(scene, sym, set())
-    obs = observe(scene, state, pt.zeros((1, 1)), None, bodies, world, None)
+    obs = observe(scene, state, pt.zeros((1, 1)), None, bodies, world, None, render=render_state)
     f = sp_compile(list(sym.values()), obs, backend="jax")
     values = scene.parameters()
     got = f(*[values[k] for k in sym])

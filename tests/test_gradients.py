@@ -182,7 +182,7 @@ def test_checkpointed_rollout_gives_the_same_gradient():
     residuals stored by the segment's forward): the same loss and
     gradients as the full rollout to 1e-12."""
     from symphys.errors import ParameterError
-    from symphys.loop.adjoint import LoopOptions, Reverse
+    from symphys.adjoint import LoopOptions, Reverse
     scene = drop()
     params = {"ball.velocity": [1.3, 0.4, 0.7], "ball.angular_velocity": [0.5, -20.0, 0.2],
               "ground.restitution": 0.55, "ground.friction": 0.01}

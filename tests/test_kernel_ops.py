@@ -17,7 +17,7 @@ import pytest
 from pytensor.gradient import DisconnectedInputError
 
 from symphys.compiler.backends import jax_with_float64
-from symphys.loop.adjoint import loop_with_adjoint
+from symphys.adjoint import loop_with_adjoint
 from symphys.physics.kernels.ops import In, Out, Stage, numba_cache_key, stage_ops
 
 

@@ -19,7 +19,7 @@ import symphys
 from symphys.physics.kernels import rows_numba as rn
 from symphys.physics.kernels import rows_numba_grad as rg
 from symphys.physics.kernels.layout import build_layout
-from symphys.physics.kernels.reference import numeric_inputs
+from symphys.compiler.reference_step import numeric_inputs
 
 H = 1e-6
 RTOL = 1e-6

@@ -39,7 +39,7 @@ from kernel_scenes import (ITERATIONS, SMALL_SCENES, random_action, random_state
                            scene_features, scenes)
 
 import symphys  # noqa: E402
-from symphys.physics.kernels import reference  # noqa: E402
+from symphys.compiler import reference_step as reference  # noqa: E402
 from symphys.physics.kernels import (rows_jax, rows_numba,  # noqa: E402  # noqa: E402
                                      rows_numba_grad, solve_jax, solve_numba, solve_numba_grad)
 from symphys.physics.kernels.layout import Option, build_layout  # noqa: E402

@@ -26,7 +26,7 @@ import symphys as sp  # noqa: E402
 from symphys.physics.kernels.geometry_jax import contact_geometry  # noqa: E402
 from symphys.physics.kernels.layout import (BODY, ROW, STATE, WORLD, Bound, Item,  # noqa: E402
                                             Option, build_layout)
-from symphys.physics.kernels.reference import numeric_inputs, reference_step_function  # noqa: E402
+from symphys.compiler.reference_step import numeric_inputs, reference_step_function  # noqa: E402
 from symphys.physics.kernels.rows_jax import rows  # noqa: E402
 from symphys.physics.kernels.solve_jax import integrate, solve  # noqa: E402
 

@@ -10,7 +10,7 @@ from kernel_scenes import FEATURES, SMALL_SCENES, random_action, random_state
 import symphys as sp
 from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, solve_numba_grad
 from symphys.physics.kernels.layout import Option, build_layout
-from symphys.physics.kernels.reference import numeric_inputs, reference_step_function
+from symphys.compiler.reference_step import numeric_inputs, reference_step_function
 
 SHIPPED = ["ball", "arm", "quadruped_revisited", "quadruped", "pendulum_camera", "spheres16"]
 INPUTS = ("state", "body", "world", "joint", "motor", "geom", "action")

@@ -53,7 +53,7 @@ from symphys.compiler.backends import compile, serves_any_batch
 from symphys.compiler.caches import function_files
 from symphys.compiler.loops import loops
 from symphys.errors import ParameterError
-from symphys.loop.adjoint import LoopOptions
+from symphys.adjoint import LoopOptions
 
 
 def _batched_params(scene, batch: int, rng) -> dict:
@@ -88,7 +88,7 @@ def _engine_functions(scene_name: str, batch: int, backend: str, steps: int = ST
                       options=None):
     """(forward, gradient, args, bodies, forward s, gradient s) for a
     shipped scene, `steps` steps (reverse-pass `options`:
-    `symphys.loop.adjoint.LoopOptions`); the seconds run from asking for each
+    `symphys.adjoint.LoopOptions`); the seconds run from asking for each
     function until its first call returned."""
     scene = bench_scene(scene_name)
     params = _batched_params(scene, batch, np.random.default_rng(0))

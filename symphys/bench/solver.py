@@ -56,7 +56,7 @@ def convergence(scene, steps: int, gait: bool, timing_every: int = 50) -> dict:
     from symphys.physics.kernels import rows_numba
     from symphys.physics.kernels import solve_numba as sn
     from symphys.physics.kernels.layout import Option, build_layout
-    from symphys.physics.kernels.reference import numeric_inputs
+    from symphys.compiler.reference_step import numeric_inputs
 
     layout = build_layout(scene)
     x = numeric_inputs(scene)
@@ -123,7 +123,7 @@ def step_costs(scene, warm_steps: int = 150) -> dict:
     from symphys.physics.kernels import solve_numba as sn
     from symphys.physics.kernels import solve_numba_grad as sg
     from symphys.physics.kernels.layout import Option, build_layout
-    from symphys.physics.kernels.reference import numeric_inputs
+    from symphys.compiler.reference_step import numeric_inputs
 
     layout = build_layout(scene)
     x = numeric_inputs(scene)

@@ -20,8 +20,7 @@ from pytensor.graph.rewriting.basic import dfs_rewriter
 from pytensor.link.vm import VMLinker
 from pytensor.tensor.rewriting.ofg import inline_ofg_expansion
 
-from symphys import progress
-from symphys import storage
+from symphys import adjoint, progress, storage
 from symphys.compiler import rewrites
 from symphys.compiler.caches import rewritten_graphs
 from symphys.compiler.loops import loops_run, numba_mode
@@ -134,6 +133,9 @@ def loop_mode() -> Mode:
     if _INTERPRETED.get():
         return interpreted_mode()
     return _with_rewrites(Mode("cvm", "fast_run"), rewrites.split_loops())
+
+
+adjoint.use_loop_mode(loop_mode)
 
 
 def _base_mode(backend: "str | Backend") -> Mode:

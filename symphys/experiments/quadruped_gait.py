@@ -25,7 +25,7 @@ from symphys.experiments.common import (ExperimentResult, first_reaching, load_c
 from symphys.learn import nn
 from symphys.learn.closed_loop import closed_loop_function, closed_loop_trajectory
 from symphys.learn.optim import Adam, StepGuard
-from symphys.loop.adjoint import LoopOptions
+from symphys.adjoint import LoopOptions
 from symphys.scene.reader import load_scene
 
 NAME = "quadruped-gait"

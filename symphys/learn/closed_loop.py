@@ -34,7 +34,7 @@ from symphys.compiler.caches.function_files import loss_text
 from symphys.errors import ParameterError
 from symphys.learn.nn import Schedule
 from symphys.loop import blowup
-from symphys.loop.adjoint import LoopOptions
+from symphys.adjoint import LoopOptions
 from symphys.loop.rollout import Trajectory, rollout
 from symphys.scene.params import check_names
 from symphys.scene.scene import Scene

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pytensor.tensor as pt
 
-from symphys.loop.adjoint import LoopOptions, loop_with_adjoint
+from symphys.camera.image import render_state
+from symphys.adjoint import LoopOptions, loop_with_adjoint
 from symphys.physics.contacts import contact_blocks
 from symphys.physics.geoms import GeomArrays
 from symphys.physics.joints import (JointFrames, MotorArrays, articulated_bodies, drag_blocks,
@@ -79,7 +80,7 @@ def _step_fn(scene: Scene, structure: Node, policy: Policy | None = None):
             params = dict(zip(policy.names, rest[:len(policy.names)]))
             task = rest[len(policy.names)] if policy.has_task else None
             time, carry = state_flat[STATE_SIZE], list(state_flat[STATE_SIZE + 1:])
-            obs = observe(scene, state, time, task, bodies, world, frames)
+            obs = observe(scene, state, time, task, bodies, world, frames, render=render_state)
             action, carry = policy.controller.apply(params, obs, carry, time)
             if scene.motors:
                 action = action + pt.zeros_like(time)
@@ -110,7 +111,8 @@ def _fused_step_fn(scene: Scene, layout, policy: Policy | None = None):
             task = rest[len(policy.names)] if policy.has_task else None
             time, carry = state[1], list(state[2:])
             bodies, worlds, frames, _ = unpack_model(scene, body, world, joint, motor)
-            obs = observe(scene, unpack_state(packed), time, task, bodies, worlds, frames)
+            obs = observe(scene, unpack_state(packed), time, task, bodies, worlds, frames,
+                          render=render_state)
             action, carry = policy.controller.apply(params, obs, carry, time)
             action = action + pt.zeros_like(time)
             extra = [time + scene.dt, *carry]

@@ -21,10 +21,12 @@ A contact flag is a step function: its gradient is 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.camera.image import render_state
+from symphys.errors import SceneError
 from symphys.physics.algebra import safe_vector_norm
 from symphys.physics.joints import JointFrames, _joint_items, _pose, coordinate, joint_rate
 from symphys.physics.model import BodyArrays, State, WorldArrays
@@ -64,9 +66,11 @@ def _lowest_gap(scene: Scene, i: int, bodies: BodyArrays, world: WorldArrays, st
 
 
 def observe(scene: Scene, state: State, time, task, bodies: BodyArrays, world: WorldArrays,
-            frames: JointFrames | None, v=None, w=None):
+            frames: JointFrames | None, v=None, w=None, render: Callable | None = None):
     """Observation (B, n_obs) of `state` at time `time` (B, 1); task:
-    (B, n_targets) or None; v, w: velocities to read (default the state's)."""
+    (B, n_targets) or None; v, w: velocities to read (default the state's);
+    render(scene, camera name, state) -> image (B, H, W, 3): how camera
+    sensors see (the loop passes `symphys.camera.image.render_state`)."""
     v = state.velocity if v is None else v
     w = state.angular_velocity if w is None else w
     body_index = {b.name: i for i, b in enumerate(scene.bodies)}
@@ -91,7 +95,10 @@ def observe(scene: Scene, state: State, time, task, bodies: BodyArrays, world: W
             columns.append(task[:, target_at:target_at + sensor.size])
             target_at += sensor.size
         elif kind is SensorKind.CAMERA:
-            image = render_state(scene, sensor.source, state)       # (B, H, W, 3)
+            if render is None:
+                raise SceneError(f"camera sensor {sensor.source!r}: observe needs `render`, "
+                                 "the renderer the time loop passes")
+            image = render(scene, sensor.source, state)             # (B, H, W, 3)
             columns.append(image.reshape((image.shape[0], sensor.size)))
         elif kind is SensorKind.TARGET_DISTANCE:
             i = body_index[sensor.source]

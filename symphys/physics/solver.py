@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import pytensor.tensor as pt
 
-from symphys.loop.adjoint import close_over, loop_with_adjoint
+from symphys.adjoint import close_over, loop_with_adjoint
 from symphys.physics.algebra import Mat3, Vec3, cross, safe_div, tangent_basis
 from symphys.physics.contacts import STATIC, ContactBlock, ContactGeometry, Gather
 from symphys.physics.geoms import OWN

@@ -38,8 +38,17 @@ from pytensor.raise_op import Assert
 from pytensor.tensor.rewriting.ofg import inline_ofg_node
 from pytensor.tensor.shape import Shape, Shape_i
 
-from symphys.compiler.backends import loop_mode
 from symphys.errors import ParameterError
+
+# Says which mode each scan carries for its inner graph; the compiler
+# registers its own (`symphys.compiler.backends.loop_mode`) when imported.
+_loop_mode: list = [lambda: None]
+
+
+def use_loop_mode(factory) -> None:
+    """Make `factory()` (a PyTensor `Mode`, or None for PyTensor's default)
+    the mode of the scans built from now on."""
+    _loop_mode[0] = factory
 
 
 class Reverse(enum.Enum):
@@ -116,7 +125,7 @@ def inline_loops(outs: list) -> list:
 
 def _scan(body, name: str, **kwargs) -> list:
     """A scan in symphys' loop mode; its outputs as a list (one or more)."""
-    out = pytensor.scan(body, return_updates=False, name=name, mode=loop_mode(), **kwargs)
+    out = pytensor.scan(body, return_updates=False, name=name, mode=_loop_mode[0](), **kwargs)
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
