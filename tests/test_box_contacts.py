@@ -15,7 +15,7 @@ import pytest
 import symphys as sp
 from symphys.physics.algebra import quat_to_mat_array
 from symphys.physics.contacts import POINTS
-from symphys.physics.kernels import contacts_numba
+from symphys.physics.kernels.rows import contacts_numba
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
 from symphys.physics.shapes import FAR
 from symphys.scene.elements import ContactKind

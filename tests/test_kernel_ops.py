@@ -425,7 +425,7 @@ def test_kernel_cache_folder_changes_with_any_source_a_kernel_reads(tmp_path, mo
             entry_numba.entry_key(stages.ROWS, True, "")]
     before = entry_numba.kernel_cache_dir(keys)
     assert before == entry_numba.kernel_cache_dir(keys[::-1])
-    helper = inspect.getsourcefile(importlib.import_module("symphys.physics.kernels.shapes_numba"))
+    helper = inspect.getsourcefile(importlib.import_module("symphys.physics.kernels.geometry.shapes_numba"))
     edited = tmp_path / "shapes_numba.py"
     edited.write_text(open(helper).read() + "\n# edited\n")
     real = inspect.getsourcefile

@@ -1,4 +1,4 @@
-"""The hand-written pullback of the Numba rows kernel (`rows_numba_grad`)
+"""The hand-written pullback of the Numba rows kernel (`rows_grad`)
 against central finite differences of the forward kernel (`rows_numba`),
 as directional derivatives <g_out, d rows(x; dx)> = <rows_vjp(g_out), dx>,
 one input (state, body, world, joint, motor, action) at a time.
@@ -16,8 +16,8 @@ import pytest
 from kernel_scenes import SMALL_SCENES, random_action, random_state
 
 import symphys
-from symphys.physics.kernels import rows_numba as rn
-from symphys.physics.kernels import rows_numba_grad as rg
+from symphys.physics.kernels.rows import rows_numba as rn
+from symphys.physics.kernels.rows import rows_grad as rg
 from symphys.physics.kernels.layout import build_layout
 from symphys.compiler.reference_step import numeric_inputs
 

@@ -1,13 +1,14 @@
 """The hand-written pullbacks of the Numba solve and integrate kernels
-(`solve_numba_grad`) against central finite differences of the forward
-kernels (`solve_numba`), as directional derivatives <g_out, J dx>."""
+(`pgs_grad`, `integrate_grad`) against central finite differences of the
+forward kernels (`pgs_numba`, `integrate_numba`), as directional derivatives <g_out, J dx>."""
 
 import numpy as np
 import pytest
 
-from symphys.physics.kernels import solve_numba as sn
-from symphys.physics.kernels import solve_numba_grad as sg
+from symphys.physics.kernels.integrate import integrate_grad, integrate_numba
 from symphys.physics.kernels.layout import N_OPTIONS, ROW, Bound, Option
+from symphys.physics.kernels.solve import pgs_grad as sg
+from symphys.physics.kernels.solve import pgs_numba as sn
 
 H = 1e-6
 RTOL = 1e-6
@@ -183,9 +184,10 @@ def test_integrate_vjp_matches_finite_differences(case, renormalise):
     options = np.zeros(N_OPTIONS)
     options[Option.DT] = 0.05 if case == "large_angle" else 0.01
     state = np.zeros((nw, n, 18))
-    state[..., sn.X:sn.X + 3] = rng.normal(size=(nw, n, 3))
-    state[..., sn.R:sn.R + 9] = _rotations(rng, (nw, n), 1e-3).reshape(nw, n, 9)
-    state[..., sn.V:] = rng.normal(size=(nw, n, 6))
+    cx, cr, cv = integrate_numba.X, integrate_numba.R, integrate_numba.V
+    state[..., cx:cx + 3] = rng.normal(size=(nw, n, 3))
+    state[..., cr:cr + 9] = _rotations(rng, (nw, n), 1e-3).reshape(nw, n, 9)
+    state[..., cv:] = rng.normal(size=(nw, n, 6))
     v, v_free = rng.normal(size=(nw, n, 6)), rng.normal(size=(nw, n, 6))
     tau = rng.uniform(0.0, 1.0, (nw, n))
     if case == "mixed":            # some bodies on each branch of the rotation coefficients
@@ -201,13 +203,13 @@ def test_integrate_vjp_matches_finite_differences(case, renormalise):
         v_free[..., 3:] - v[..., 3:]), axis=-1)
     assert not np.any(np.abs(angles ** 2 - 1e-2) < 1e-6)       # off the branch switch
     g_out = rng.normal(size=state.shape)
-    grads = sg.integrate_vjp(state, v, v_free, tau, options, g_out, renormalise)
+    grads = integrate_grad.integrate_vjp(state, v, v_free, tau, options, g_out, renormalise)
     for g in grads:
         assert np.isfinite(g).all()
-    assert not grads[0][..., sn.V:].any()
+    assert not grads[0][..., integrate_numba.V:].any()
 
     def f(st, vv, vf, t):
-        return sn.integrate(st, vv, vf, t, options, renormalise)
+        return integrate_numba.integrate(st, vv, vf, t, options, renormalise)
 
     xs = (state, v, v_free, tau)
     for which in range(4):

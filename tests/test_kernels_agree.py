@@ -3,10 +3,10 @@ differentiated by JAX's own autodiff, on 1,000 hypothesis scenes.
 
 One step, state -> next state, both ways:
 
-- Numba: `rows_numba.rows`, `solve_numba.solve`, `solve_numba.integrate`;
+- Numba: `rows_numba.rows`, `pgs_numba.solve`, `integrate_numba.integrate`;
   the cotangents of (state, body, world, joint, motor, action) by chaining
   the hand-written pullbacks integrate_vjp -> solve_vjp -> rows_vjp;
-- JAX: integrate(solve(rows(...))) of `rows_jax` / `solve_jax`, one
+- JAX: integrate(solve(rows(...))) of `rows_jax` / `pgs_jax` / `integrate_jax`, one
   `jax.jit` function for the value and one for `jax.vjp` of it, the tables
   traced arguments, compiled once for fixed padded sizes
   (`kernel_padding.pad`, bounds of the scene generator) and serving every
@@ -33,16 +33,22 @@ from hypothesis import strategies as st
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
 
-from kernel_padding import (NAMES, generator_sizes, numeric_inputs, pad, scene_sizes,  # noqa: E402
-                            trim_items)
-from kernel_scenes import (ITERATIONS, SMALL_SCENES, random_action, random_state,  # noqa: E402
-                           scene_features, scenes)
+from kernel_padding import NAMES, generator_sizes, numeric_inputs, pad, scene_sizes, trim_items  # noqa: E402
+from kernel_scenes import (  # noqa: E402
+    ITERATIONS,
+    SMALL_SCENES,
+    random_action,
+    random_state,
+    scene_features,
+    scenes,
+)
 
 import symphys  # noqa: E402
 from symphys.compiler import reference_step as reference  # noqa: E402
-from symphys.physics.kernels import (rows_jax, rows_numba,  # noqa: E402  # noqa: E402
-                                     rows_numba_grad, solve_jax, solve_numba, solve_numba_grad)
+from symphys.physics.kernels.integrate import integrate_grad, integrate_jax, integrate_numba  # noqa: E402
 from symphys.physics.kernels.layout import Option, build_layout  # noqa: E402
+from symphys.physics.kernels.rows import rows_grad, rows_jax, rows_numba  # noqa: E402
+from symphys.physics.kernels.solve import pgs_grad, pgs_jax, pgs_numba  # noqa: E402
 
 MAX_BODIES = 4
 SIZES = generator_sizes(MAX_BODIES)
@@ -59,8 +65,8 @@ PADDED_AXIS = {"state": 1, "body": 1, "world": None, "joint": 1, "motor": 1, "ge
 # -- the two backends ------------------------------------------------------------
 def _jax_step(state, body, world, joint, motor, geom, action, *tables):
     v_free, rows, tau = rows_jax.rows(state, body, world, joint, motor, geom, action, *tables)
-    v = solve_jax.solve(v_free, rows, tables[7], ITERATIONS)
-    return solve_jax.integrate(state, v, v_free, tau, tables[9], RENORMALISE)
+    v = pgs_jax.solve(v_free, rows, tables[7], ITERATIONS)
+    return integrate_jax.integrate(state, v, v_free, tau, tables[9], RENORMALISE)
 
 
 def _jax_step_vjp(x, tables, g):
@@ -75,27 +81,27 @@ jax_step_vjp = jax.jit(_jax_step_vjp)
 def numba_step(x, tables):
     state, options, rows_table = x[0], tables[9], tables[7]
     v_free, rows, tau = rows_numba.rows(*x, *tables)
-    v = solve_numba.solve(v_free, rows, rows_table, ITERATIONS)
-    return solve_numba.integrate(state, v, v_free, tau, options, RENORMALISE)
+    v = pgs_numba.solve(v_free, rows, rows_table, ITERATIONS)
+    return integrate_numba.integrate(state, v, v_free, tau, options, RENORMALISE)
 
 
 def numba_step_vjp(x, tables, g):
     """(next state, cotangents of x): the hand-written pullbacks chained."""
     state, options, rows_table = x[0], tables[9], tables[7]
     v_free, rows, tau = rows_numba.rows(*x, *tables)
-    v = solve_numba.solve(v_free, rows, rows_table, ITERATIONS)
-    out = solve_numba.integrate(state, v, v_free, tau, options, RENORMALISE)
-    g_state, g_v, g_vf, g_tau = solve_numba_grad.integrate_vjp(state, v, v_free, tau, options,
+    v = pgs_numba.solve(v_free, rows, rows_table, ITERATIONS)
+    out = integrate_numba.integrate(state, v, v_free, tau, options, RENORMALISE)
+    g_state, g_v, g_vf, g_tau = integrate_grad.integrate_vjp(state, v, v_free, tau, options,
                                                                g, RENORMALISE)
-    g_vf_solve, g_rows = solve_numba_grad.solve_vjp(v_free, rows, rows_table, g_v, ITERATIONS)
-    grads = list(rows_numba_grad.rows_vjp(*x, *tables, g_vf + g_vf_solve, g_rows, g_tau))
+    g_vf_solve, g_rows = pgs_grad.solve_vjp(v_free, rows, rows_table, g_v, ITERATIONS)
+    grads = list(rows_grad.rows_vjp(*x, *tables, g_vf + g_vf_solve, g_rows, g_tau))
     grads[0] = grads[0] + g_state
     return out, grads
 
 
-NUMBA_FUNCTIONS = (rows_numba.rows, solve_numba.solve, solve_numba.integrate,
-                   solve_numba_grad.integrate_vjp, solve_numba_grad.solve_vjp,
-                   rows_numba_grad.rows_vjp)
+NUMBA_FUNCTIONS = (rows_numba.rows, pgs_numba.solve, integrate_numba.integrate,
+                   integrate_grad.integrate_vjp, pgs_grad.solve_vjp,
+                   rows_grad.rows_vjp)
 
 
 # -- one scene ------------------------------------------------------------------
@@ -187,8 +193,8 @@ def _errors(case: Case, out_n, grads_n, out_j, grads_j, padded: bool):
 
 
 def _tail(state, v_free, rows, tau, tables):
-    v = solve_jax.solve(v_free, rows, tables[7], ITERATIONS)
-    return solve_jax.integrate(state, v, v_free, tau, tables[9], RENORMALISE)
+    v = pgs_jax.solve(v_free, rows, tables[7], ITERATIONS)
+    return integrate_jax.integrate(state, v, v_free, tau, tables[9], RENORMALISE)
 
 
 @jax.jit

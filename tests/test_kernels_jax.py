@@ -1,4 +1,5 @@
-"""The JAX stage kernels (`symphys.physics.kernels.rows_jax`, `solve_jax`)
+"""The JAX stage kernels (`symphys.physics.kernels`: `rows.rows_jax`,
+`solve.pgs_jax`, `integrate.integrate_jax`)
 against the reference step (`symphys.physics.step.step` on packed arrays,
 `reference.reference_step_function`): one step from the
 default state and from perturbed states (random velocities and rotations,
@@ -23,12 +24,21 @@ import jax.numpy as jnp  # noqa: E402
 from kernel_scenes import FEATURES  # noqa: E402
 
 import symphys as sp  # noqa: E402
-from symphys.physics.kernels.geometry_jax import contact_geometry  # noqa: E402
-from symphys.physics.kernels.layout import (BODY, ROW, STATE, WORLD, Bound, Item,  # noqa: E402
-                                            Option, build_layout)
 from symphys.compiler.reference_step import numeric_inputs, reference_step_function  # noqa: E402
-from symphys.physics.kernels.rows_jax import rows  # noqa: E402
-from symphys.physics.kernels.solve_jax import integrate, solve  # noqa: E402
+from symphys.physics.kernels.geometry.geometry_jax import contact_geometry  # noqa: E402
+from symphys.physics.kernels.integrate.integrate_jax import integrate  # noqa: E402
+from symphys.physics.kernels.layout import (  # noqa: E402
+    BODY,
+    ROW,
+    STATE,
+    WORLD,
+    Bound,
+    Item,
+    Option,
+    build_layout,
+)
+from symphys.physics.kernels.rows.rows_jax import rows  # noqa: E402
+from symphys.physics.kernels.solve.pgs_jax import solve  # noqa: E402
 
 SHIPPED = ["ball", "spheres16", "pendulum_camera", "arm", "quadruped_revisited", "quadruped"]
 TOL = 1e-10

@@ -8,9 +8,11 @@ import pytest
 from kernel_scenes import FEATURES, SMALL_SCENES, random_action, random_state
 
 import symphys as sp
-from symphys.physics.kernels import rows_numba, rows_numba_grad, solve_numba, solve_numba_grad
-from symphys.physics.kernels.layout import Option, build_layout
 from symphys.compiler.reference_step import numeric_inputs, reference_step_function
+from symphys.physics.kernels.integrate import integrate_grad, integrate_numba
+from symphys.physics.kernels.layout import Option, build_layout
+from symphys.physics.kernels.rows import rows_grad, rows_numba
+from symphys.physics.kernels.solve import pgs_grad, pgs_numba
 
 SHIPPED = ["ball", "arm", "quadruped_revisited", "quadruped", "pendulum_camera", "spheres16"]
 INPUTS = ("state", "body", "world", "joint", "motor", "geom", "action")
@@ -24,14 +26,14 @@ def kernel_step(x: dict, layout, g=None):
     renormalise = int(layout.options[Option.RENORMALISE])
     args = [x[k] for k in INPUTS]
     v_free, rows, tau = rows_numba.rows(*args, *tables)
-    v = solve_numba.solve(v_free, rows, layout.rows, iterations)
-    out = solve_numba.integrate(x["state"], v, v_free, tau, layout.options, renormalise)
+    v = pgs_numba.solve(v_free, rows, layout.rows, iterations)
+    out = integrate_numba.integrate(x["state"], v, v_free, tau, layout.options, renormalise)
     if g is None:
         return out
-    g_state, g_v, g_vf, g_tau = solve_numba_grad.integrate_vjp(
+    g_state, g_v, g_vf, g_tau = integrate_grad.integrate_vjp(
         x["state"], v, v_free, tau, layout.options, g, renormalise)
-    g_vf2, g_rows = solve_numba_grad.solve_vjp(v_free, rows, layout.rows, g_v, iterations)
-    grads = rows_numba_grad.rows_vjp(*args, *tables, g_vf + g_vf2, g_rows, g_tau)
+    g_vf2, g_rows = pgs_grad.solve_vjp(v_free, rows, layout.rows, g_v, iterations)
+    grads = rows_grad.rows_vjp(*args, *tables, g_vf + g_vf2, g_rows, g_tau)
     grads[0][...] += g_state
     return out, list(grads)
 

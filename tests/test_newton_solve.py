@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import symphys as sp
-from symphys.errors import BackendError
-from symphys.physics.kernels import newton_numba as nw
-from symphys.physics.kernels import newton_numba_grad as ng
-from symphys.physics.kernels import rows_numba
-from symphys.physics.kernels.layout import ROW, Bound, build_layout
 from symphys.compiler.reference_step import numeric_inputs
+from symphys.errors import BackendError
+from symphys.physics.kernels.layout import ROW, Bound, build_layout
+from symphys.physics.kernels.rows import rows_numba
+from symphys.physics.kernels.solve import newton_grad as ng
+from symphys.physics.kernels.solve import newton_numba as nw
 from symphys.scene.elements import SolverMethod
 
 # A test-friendly stiffness: joints held to 1e-6 of a step's impulse keep

@@ -52,11 +52,12 @@ def _with(scene, **solver):
 def convergence(scene, steps: int, gait: bool, timing_every: int = 50) -> dict:
     """Per-step Newton iterations and residuals, PGS errors and solve times
     along a run advanced by the Newton solve (module docstring)."""
-    from symphys.physics.kernels import newton_numba as nw
-    from symphys.physics.kernels import rows_numba
-    from symphys.physics.kernels import solve_numba as sn
-    from symphys.physics.kernels.layout import Option, build_layout
     from symphys.compiler.reference_step import numeric_inputs
+    from symphys.physics.kernels.integrate import integrate_numba
+    from symphys.physics.kernels.layout import Option, build_layout
+    from symphys.physics.kernels.rows import rows_numba
+    from symphys.physics.kernels.solve import newton_numba as nw
+    from symphys.physics.kernels.solve import pgs_numba as sn
 
     layout = build_layout(scene)
     x = numeric_inputs(scene)
@@ -100,7 +101,7 @@ def convergence(scene, steps: int, gait: bool, timing_every: int = 50) -> dict:
                 for _ in range(200):
                     call()
                 out[key].append((time.perf_counter() - start) / 200 * 1e6)
-        state = sn.integrate(state, v, v_free, tau, layout.options,
+        state = integrate_numba.integrate(state, v, v_free, tau, layout.options,
                              int(layout.options[Option.RENORMALISE]))
     return out
 
@@ -117,13 +118,14 @@ def step_costs(scene, warm_steps: int = 150) -> dict:
     """One world's step as its three kernels, forward and reversed (each
     pullback with its cotangents), with the Newton solve and with the
     scene's sweeps, in microseconds, at a state `warm_steps` into the gait."""
-    from symphys.physics.kernels import newton_numba as nw
-    from symphys.physics.kernels import newton_numba_grad as ng
-    from symphys.physics.kernels import rows_numba, rows_numba_grad
-    from symphys.physics.kernels import solve_numba as sn
-    from symphys.physics.kernels import solve_numba_grad as sg
-    from symphys.physics.kernels.layout import Option, build_layout
     from symphys.compiler.reference_step import numeric_inputs
+    from symphys.physics.kernels.integrate import integrate_grad, integrate_numba
+    from symphys.physics.kernels.layout import Option, build_layout
+    from symphys.physics.kernels.rows import rows_grad, rows_numba
+    from symphys.physics.kernels.solve import newton_grad as ng
+    from symphys.physics.kernels.solve import newton_numba as nw
+    from symphys.physics.kernels.solve import pgs_grad as sg
+    from symphys.physics.kernels.solve import pgs_numba as sn
 
     layout = build_layout(scene)
     x = numeric_inputs(scene)
@@ -139,16 +141,18 @@ def step_costs(scene, warm_steps: int = 150) -> dict:
         v_free, rows, tau = rows_numba.rows(state, *params, action, *tables)
         v = nw.solve(v_free, rows, table, state, x["body"], options, *tree, *settings)
         if t < warm_steps:
-            state = sn.integrate(state, v, v_free, tau, options, 1)
+            state = integrate_numba.integrate(state, v, v_free, tau, options, 1)
     g_next = np.random.default_rng(1).normal(size=state.shape)
-    g_state, g_v, g_vf, g_tau = sg.integrate_vjp(state, v, v_free, tau, options, g_next, 1)
+    g_state, g_v, g_vf, g_tau = integrate_grad.integrate_vjp(state, v, v_free, tau, options,
+                                                             g_next, 1)
     g_vf_solve, g_rows = sg.solve_vjp(v_free, rows, table, g_v, sweeps)
     shared = {
         "rows": _microseconds(lambda: rows_numba.rows(state, *params, action, *tables)),
-        "rows_reverse": _microseconds(lambda: rows_numba_grad.rows_vjp(
+        "rows_reverse": _microseconds(lambda: rows_grad.rows_vjp(
             state, *params, action, *tables, g_vf + g_vf_solve, g_rows, g_tau)),
-        "integrate": _microseconds(lambda: sn.integrate(state, v, v_free, tau, options, 1)),
-        "integrate_reverse": _microseconds(lambda: sg.integrate_vjp(
+        "integrate": _microseconds(lambda: integrate_numba.integrate(state, v, v_free, tau,
+                                                                     options, 1)),
+        "integrate_reverse": _microseconds(lambda: integrate_grad.integrate_vjp(
             state, v, v_free, tau, options, g_next, 1)),
     }
     solves = {

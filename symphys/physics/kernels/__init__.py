@@ -12,7 +12,8 @@ kernel serves every scene:
    motors; every solver row at the current pose in sweep order; each body's
    impact fraction.
 2. solve     (v_free, rows; row table) -> v (B, N, 6)
-   `iterations` projected Gauss-Seidel sweeps over the rows.
+   `iterations` projected Gauss-Seidel sweeps over the rows (solver method
+   "pgs"), or Newton's method to `tolerance` ("newton", docs/solver.md).
 3. integrate (state, v, v_free, tau) -> next state (B, N, 18)
    x += dt v_move, R <- renormalise(exp(dt [w_move]) R), with
    v_move = v + tau (v_free - v).
@@ -48,7 +49,18 @@ holds is the reference's (`symphys.physics.solver`, `symphys.physics.joints`):
   dry-friction row (BOX +-f dt);
 - servo: one BOX row (+-max_torque dt) aiming at the clipped rate.
 
-Each stage has a Numba kernel (`*_numba`), a JAX kernel (`*_jax`,
-vectorised over worlds, loops as `lax` loops) and a pullback (Numba by
-hand; JAX by JAX's own autodiff of its kernel).
+Each stage has its folder, and in it a Numba kernel (`*_numba`), its
+pullback (`*_grad`, Numba by hand) and a JAX kernel (`*_jax`, vectorised
+over worlds, loops as `lax` loops; its pullback is JAX's autodiff):
+
+    geometry/    contact geometry: shape-pair functions and geoms (run by
+                 the rows stage's kernels)
+    rows/        the rows stage: contacts, joints and drives
+    solve/       Gauss-Seidel (`pgs_*`) and Newton's method (`newton_*`)
+    integrate/   the pose update
+
+Beside them: `layout` and `packing` (the packed arrays and their columns),
+`graph` (packing in the graph), `ops`, `stages` and `registry` (the stage
+Ops), `entry_numba` and `entry_workers` (the kernels' cached C entries),
+`vec_numba` and `vec_jax` (small vector algebra).
 """

@@ -19,10 +19,16 @@ from dataclasses import fields
 import pytensor.tensor as pt
 
 from symphys.errors import BackendError
-from symphys.physics.kernels import (newton_numba, newton_numba_grad, rows_numba, rows_numba_grad,
-                                     solve_numba, solve_numba_grad)
+from symphys.physics.kernels.integrate import integrate_grad, integrate_numba
 from symphys.physics.kernels.layout import ROW, STATE, Option, StepLayout
 from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
+from symphys.physics.kernels.rows import rows_grad, rows_numba
+from symphys.physics.kernels.solve import newton_grad, newton_numba, pgs_grad, pgs_numba
+
+
+def _kernels(*names: str) -> tuple[str, ...]:
+    """Module names under symphys.physics.kernels, for `Stage.depends`."""
+    return tuple(f"symphys.physics.kernels.{name}" for name in names)
 
 
 def _jax(module: str, name: str):
@@ -50,26 +56,22 @@ ROWS = Stage(
     outputs=(Out("v_free", (_WORLDS, _BODIES, 6)),
              Out("rows", (_WORLDS, ("rows", 0), ROW.width)),
              Out("tau", (_WORLDS, _BODIES))),
-    numba_forward=rows_numba.rows, numba_vjp=rows_numba_grad.rows_vjp,
-    jax_forward=_jax("rows_jax", "rows"),
-    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.contacts_numba",
-             "symphys.physics.shapes", "symphys.physics.kernels.shapes_numba",
-             "symphys.physics.kernels.shapes_numba_grad",
-             "symphys.physics.kernels.joints_numba", "symphys.physics.kernels.layout",
-             "symphys.physics.kernels.geometry_numba_grad",
-             "symphys.physics.kernels.contact_geometry_numba_grad",
-             "symphys.physics.kernels.contacts_numba_grad",
-             "symphys.physics.kernels.geoms_numba", "symphys.physics.kernels.geoms_numba_grad",
-             "symphys.physics.kernels.solve_numba", "symphys.physics.kernels.solve_numba_grad"),
+    numba_forward=rows_numba.rows, numba_vjp=rows_grad.rows_vjp,
+    jax_forward=_jax("rows.rows_jax", "rows"),
+    depends=(*_kernels("vec_numba", "layout", "geometry.shapes_numba", "geometry.shapes_grad",
+                       "geometry.geometry_grad", "geometry.contact_geometry_grad",
+                       "geometry.geoms_numba", "geometry.geoms_grad", "rows.contacts_numba",
+                       "rows.contacts_grad", "rows.joints_numba", "solve.pgs_numba",
+                       "solve.pgs_grad"), "symphys.physics.shapes"),
     version=2, home=__name__)
 
 SOLVE = Stage(
     "Solve",
     inputs=(In("v_free", 3), In("rows", 3), In("rows_table", 2, "int64")),
     outputs=(Out("v", (("v_free", 0), ("v_free", 1), 6)),),
-    numba_forward=solve_numba.solve, numba_vjp=solve_numba_grad.solve_vjp,
-    jax_forward=_jax("solve_jax", "solve"), params=("iterations",),
-    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
+    numba_forward=pgs_numba.solve, numba_vjp=pgs_grad.solve_vjp,
+    jax_forward=_jax("solve.pgs_jax", "solve"), params=("iterations",),
+    depends=_kernels("vec_numba", "layout"),
     version=1, home=__name__)
 
 
@@ -85,13 +87,11 @@ NEWTON = Stage(
     inputs=(In("v_free", 3), In("rows", 3), In("rows_table", 2, "int64"), In("state", 3),
             In("body", 3), In("options", 1, grad="disconnected"), *_PATTERN),
     outputs=(Out("v", (("v_free", 0), ("v_free", 1), 6)),),
-    numba_forward=newton_numba.solve, numba_vjp=newton_numba_grad.solve_vjp,
+    numba_forward=newton_numba.solve, numba_vjp=newton_grad.solve_vjp,
     jax_forward=_newton_on_jax, params=("iterations", "stiff", "soft", "tolerance"),
     vjp_reads_outputs=True,
-    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout",
-             "symphys.physics.kernels.rows_numba", "symphys.physics.kernels.rows_numba_grad",
-             "symphys.physics.kernels.contacts_numba", "symphys.physics.kernels.solve_numba",
-             "symphys.physics.kernels.newton_numba"),
+    depends=_kernels("vec_numba", "layout", "rows.rows_numba", "rows.rows_grad",
+                     "rows.contacts_numba", "solve.pgs_numba", "solve.newton_numba"),
     version=1, home=__name__)
 
 INTEGRATE = Stage(
@@ -99,9 +99,9 @@ INTEGRATE = Stage(
     inputs=(In("state", 3), In("v", 3), In("v_free", 3), In("tau", 2),
             In("options", 1, grad="disconnected")),
     outputs=(Out("next_state", (("state", 0), ("state", 1), 18)),),
-    numba_forward=solve_numba.integrate, numba_vjp=solve_numba_grad.integrate_vjp,
-    jax_forward=_jax("solve_jax", "integrate"), params=("renormalise",),
-    depends=("symphys.physics.kernels.vec_numba", "symphys.physics.kernels.layout"),
+    numba_forward=integrate_numba.integrate, numba_vjp=integrate_grad.integrate_vjp,
+    jax_forward=_jax("integrate.integrate_jax", "integrate"), params=("renormalise",),
+    depends=_kernels("vec_numba", "layout"),
     version=1, home=__name__,
     # The next state's velocities are the solved v: a reverse step reads
     # them there instead of solving again.
@@ -124,7 +124,8 @@ def fused_step(state, body, world, joint, motor, geom, action, layout: StepLayou
     rows_table = tables[[f.name for f in fields(StepLayout)].index("rows")]
     if layout.options[Option.NEWTON]:
         tree = newton_numba.pattern(layout.rows, len(layout.articulated))
-        v = NewtonSolve(iterations=int(layout.options[Option.NEWTON_ITERATIONS]), stiff=newton_numba.STIFF,
+        v = NewtonSolve(iterations=int(layout.options[Option.NEWTON_ITERATIONS]),
+                        stiff=newton_numba.STIFF,
                         soft=float(layout.options[Option.BOUND_SOFTNESS]),
                         tolerance=float(layout.options[Option.TOLERANCE]))(
             v_free, rows, rows_table, state, body, tables[-1],

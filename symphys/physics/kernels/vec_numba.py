@@ -147,3 +147,24 @@ def renormalise_once(a):
     return ((3.0 * a[0] - g[0]) * 0.5, (3.0 * a[1] - g[1]) * 0.5, (3.0 * a[2] - g[2]) * 0.5,
             (3.0 * a[3] - g[3]) * 0.5, (3.0 * a[4] - g[4]) * 0.5, (3.0 * a[5] - g[5]) * 0.5,
             (3.0 * a[6] - g[6]) * 0.5, (3.0 * a[7] - g[7]) * 0.5, (3.0 * a[8] - g[8]) * 0.5)
+
+
+@leaf
+def rotation_coefficients_grad(t2):
+    """d/dt2 of `vn.rotation_coefficients`' (sinc, cosc), branch by branch
+    as the forward computes them."""
+    if t2 < 1e-2:
+        q = 1.0 - t2 / 42.0
+        p = 1.0 - t2 / 20.0 * q
+        d_p = -q / 20.0 + t2 / 20.0 / 42.0
+        d_sinc = -p / 6.0 - t2 / 6.0 * d_p
+        q = 1.0 - t2 / 56.0
+        p = 1.0 - t2 / 30.0 * q
+        d_p = -q / 30.0 + t2 / 30.0 / 56.0
+        d_cosc = -p / 24.0 - t2 / 24.0 * d_p
+        return d_sinc, d_cosc
+    t = math.sqrt(t2)
+    s, c = math.sin(t), math.cos(t)
+    d_sinc = (c / t - s / t2) / (2.0 * t)          # d(sin t / t)/dt / (2t)
+    d_cosc = (s / (2.0 * t) - (1.0 - c) / t2) / t2  # d((1 - cos t) / t2)/dt2
+    return d_sinc, d_cosc

@@ -1,28 +1,52 @@
 """Hand-written pullback of the contact rows of the Numba rows kernel
 (`rows_numba`): each contact's normal, friction and rolling rows, its
 softness and its impact fraction, reversed against the recomputed forward
-(`contact_vjp`, called by `rows_numba_grad.rows_vjp`). Kinks follow the
-forward as written, as in `rows_numba_grad`.
+(`contact_vjp`, called by `rows_grad.rows_vjp`). Kinks follow the
+forward as written, as in `rows_grad`.
 """
 
 from __future__ import annotations
 
 import math
 
-from symphys.physics.kernels import contacts_numba as cn
-from symphys.physics.kernels import geoms_numba as geo
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.contact_geometry_numba_grad import tangent_basis_vjp
-from symphys.physics.kernels.geometry_numba_grad import angular_row_vjp, clip_vjp, point_row_vjp
-from symphys.physics.kernels.geoms_numba_grad import side_geometry_vjp
-from symphys.physics.kernels.joints_numba import point_row
+from symphys.physics.kernels.geometry import geoms_numba as geo
+from symphys.physics.kernels.geometry.contact_geometry_grad import tangent_basis_vjp
+from symphys.physics.kernels.geometry.geometry_grad import angular_row_vjp, clip_vjp, point_row_vjp
+from symphys.physics.kernels.geometry.geoms_grad import side_geometry_vjp
 from symphys.physics.kernels.layout import STATE
-from symphys.physics.kernels.rows_numba import (DAMPING_RATIO, FREQUENCY, FRICTION, G_FRICTION,
-                                                G_RESTITUTION, G_ROLL, GAMMA, HEIGHT, I_A, I_B,
-                                                I_FLIP, I_GA, I_GB, I_KIND, I_ROW, I_SUB, MASS, MU,
-                                                O_DT, O_ROLLING, O_SOFT, O_THRESHOLD, RESTITUTION,
-                                                ROLL, ROW_WIDTH, TARGET, normal_target,
-                                                restitutions)
+from symphys.physics.kernels.rows import contacts_numba as cn
+from symphys.physics.kernels.rows.joints_numba import point_row
+from symphys.physics.kernels.rows.rows_numba import (
+    DAMPING_RATIO,
+    FREQUENCY,
+    FRICTION,
+    G_FRICTION,
+    G_RESTITUTION,
+    G_ROLL,
+    GAMMA,
+    HEIGHT,
+    I_A,
+    I_B,
+    I_FLIP,
+    I_GA,
+    I_GB,
+    I_KIND,
+    I_ROW,
+    I_SUB,
+    MASS,
+    MU,
+    O_DT,
+    O_ROLLING,
+    O_SOFT,
+    O_THRESHOLD,
+    RESTITUTION,
+    ROLL,
+    ROW_WIDTH,
+    TARGET,
+    normal_target,
+    restitutions,
+)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")

@@ -1,6 +1,6 @@
 """Adjoints of the Numba rows kernel's primitives (`vec_numba`, rows,
-`joints_numba`), for the rows pullback (`rows_numba_grad`); the contact
-geometry's are in `contact_geometry_numba_grad`.
+`joints_numba`), for the rows pullback (`rows_grad`); the contact
+geometry's are in `contact_geometry_grad`.
 
 Each `*_vjp` takes the primal inputs of its forward (recomputing what it
 needs) and the cotangents of its outputs, and returns the cotangents of
@@ -13,13 +13,24 @@ as written: a branch passes the cotangent to the value it took.
 
 from __future__ import annotations
 
-from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.joints_numba import (ANCHOR_A, ANCHOR_B, BALL, DA, DB, FRAME_A,
-                                                  FRAME_B, HINGE, JA, JB, UNIVERSAL, _frame,
-                                                  turn_parts)
 from symphys.physics.kernels.layout import BODY, STATE
-from symphys.physics.kernels.solve_numba_grad import rotation_coefficients_grad
+from symphys.physics.kernels.rows import contacts_numba as cn
+from symphys.physics.kernels.rows.joints_numba import (
+    ANCHOR_A,
+    ANCHOR_B,
+    BALL,
+    DA,
+    DB,
+    FRAME_A,
+    FRAME_B,
+    HINGE,
+    JA,
+    JB,
+    UNIVERSAL,
+    _frame,
+    turn_parts,
+)
 
 jit, leaf = vn.jit, vn.leaf
 X, R = STATE.at("position"), STATE.at("rotation")
@@ -326,7 +337,7 @@ def _beyond_first_order_vjp(w, r, dt, g):
     g_w2, g_r = cross_vjp(w, r, g_turn)
     g_w = vn.add(g_w, g_w2)
     u = vn.scale(w, dt)
-    d_sinc, d_cosc = rotation_coefficients_grad(vn.dot(u, u))
+    d_sinc, d_cosc = vn.rotation_coefficients_grad(vn.dot(u, u))
     g_w = vn.add(g_w, vn.scale(w, 2.0 * dt * dt * (g_sinc * d_sinc + g_cosc * d_cosc)))
     return g_w, g_r
 

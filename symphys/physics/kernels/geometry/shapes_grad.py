@@ -1,7 +1,7 @@
 """Adjoints of the Numba shape routines (`shapes_numba`): segments, a
 ball against a box, box points and the box-box contact points, for the
-contact geometry's pullback (`contact_geometry_numba_grad`); conventions as
-in `geometry_numba_grad`. Cotangents of a body's pose and sizes are added
+contact geometry's pullback (`contact_geometry_grad`); conventions as
+in `geometry_grad`. Cotangents of a body's pose and sizes are added
 into g_s (N, 18) and g_body (N, BODY.width).
 """
 
@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 
-from symphys.physics.kernels import contacts_numba as cn
-from symphys.physics.kernels import shapes_numba as sn
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.geometry_numba_grad import (add_outer, clip_vjp, cross_vjp,
-                                                         normalize_vjp)
+from symphys.physics.kernels.geometry import shapes_numba as sn
+from symphys.physics.kernels.geometry.geometry_grad import (
+    add_outer,
+    clip_vjp,
+    cross_vjp,
+    normalize_vjp,
+)
 from symphys.physics.kernels.layout import BODY, STATE
+from symphys.physics.kernels.rows import contacts_numba as cn
 from symphys.physics.shapes import PARALLEL
 
 leaf = vn.leaf

@@ -1,8 +1,8 @@
-"""Numba kernels of the solve and integrate stages (see the package
-docstring): projected Gauss-Seidel sweeps over rows, then the pose update.
+"""Numba kernel of the solve stage by the paper's method (solver method
+"pgs"): projected Gauss-Seidel sweeps over the rows, and the row columns
+every solve reads.
 
-Shapes: v_free, v (B, N, 6); rows (B, R, ROW.width); rows_table (R, 4);
-tau (B, N); state (B, N, 18); options (N_OPTIONS,).
+Shapes: v_free, v (B, N, 6); rows (B, R, ROW.width); rows_table (R, 4).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.layout import ROW, STATE, Bound, Option, RowColumn
+from symphys.physics.kernels.layout import ROW, Bound, RowColumn
 
 jit, leaf = vn.jit, vn.leaf
 JA, JB, DA, DB = ROW.at("jac_a"), ROW.at("jac_b"), ROW.at("dir_a"), ROW.at("dir_b")
@@ -19,9 +19,6 @@ LOWER, UPPER, MU = ROW.at("lower"), ROW.at("upper"), ROW.at("mu")
 COL_A, COL_B, COL_BOUND, COL_REF = (int(RowColumn.A), int(RowColumn.B), int(RowColumn.BOUND),
                                     int(RowColumn.REF))
 LOWER_BOUND, BOX, FRICTION = int(Bound.LOWER), int(Bound.BOX), int(Bound.FRICTION)
-X, R, V, W = STATE.at("position"), STATE.at("rotation"), STATE.at("velocity"), \
-    STATE.at("angular_velocity")
-DT = int(Option.DT)
 
 
 @leaf
@@ -87,31 +84,3 @@ def solve(v_free, rows, rows_table, iterations):
         for _ in range(iterations):
             sweep_world(rows[w], rows_table, v[w], lam)
     return v
-
-
-@jit
-def integrate(state, v, v_free, tau, options, renormalise):
-    """The next state (B, N, 18): positions and rotations moved with
-    v_move = v + tau (v_free - v); velocities the solved v."""
-    out = np.empty_like(state)
-    dt = options[DT]
-    move = np.empty(6)
-    for w in range(state.shape[0]):
-        for i in range(state.shape[1]):
-            s = state[w, i]
-            t = tau[w, i]
-            for k in range(6):
-                move[k] = v[w, i, k] + t * (v_free[w, i, k] - v[w, i, k])
-            for k in range(3):
-                out[w, i, X + k] = s[X + k] + move[k] * dt
-            rot = (s[R], s[R + 1], s[R + 2], s[R + 3], s[R + 4], s[R + 5], s[R + 6], s[R + 7],
-                   s[R + 8])
-            rot = vn.rotate_by((move[3] * dt, move[4] * dt, move[5] * dt), rot)
-            for _ in range(renormalise):
-                rot = vn.renormalise_once(rot)
-            for k in range(9):
-                out[w, i, R + k] = rot[k]
-            for k in range(3):
-                out[w, i, V + k] = v[w, i, k]
-                out[w, i, W + k] = v[w, i, 3 + k]
-    return out

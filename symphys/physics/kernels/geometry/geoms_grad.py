@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from symphys.physics.kernels import contact_geometry_numba_grad as cgg
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.geoms_numba import P, RL, STATE_WIDTH, WIDTH, R, X, put_sides
+from symphys.physics.kernels.geometry import contact_geometry_grad as cgg
+from symphys.physics.kernels.geometry.geoms_numba import RL, STATE_WIDTH, WIDTH, P, R, X, put_sides
 
 leaf = vn.leaf
 

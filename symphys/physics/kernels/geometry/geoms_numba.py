@@ -11,14 +11,14 @@ whose routine takes b's side first (`Item.FLIP`) has its sides written
 the other way round, and its normal and lever arms turned back. The
 pullback runs the geometry's pullback on the scratch rows and carries
 their cotangents back to the body's state and the geom's row
-(`geoms_numba_grad`).
+(`geoms_grad`).
 """
 
 from __future__ import annotations
 
-from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, GEOM, STATE
+from symphys.physics.kernels.rows import contacts_numba as cn
 
 leaf = vn.leaf
 X, R = STATE.at("position"), STATE.at("rotation")

@@ -13,14 +13,32 @@ import math
 
 import numpy as np
 
-from symphys.physics.kernels import contacts_numba as cn
-from symphys.physics.kernels import geoms_numba as geo
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.joints_numba import (angular_row, axis_row, coordinate, drift,
-                                                  joint_pose, limit_parts, point_row, turn_parts)
-from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOTOR_CODES, ROW,
-                                            STATE, WORLD, Item, Option)
-from symphys.physics.kernels.solve_numba import apply_impulse
+from symphys.physics.kernels.geometry import geoms_numba as geo
+from symphys.physics.kernels.layout import (
+    BODY,
+    JOINT,
+    JOINT_CODES,
+    MOTOR,
+    MOTOR_CODES,
+    ROW,
+    STATE,
+    WORLD,
+    Item,
+    Option,
+)
+from symphys.physics.kernels.rows import contacts_numba as cn
+from symphys.physics.kernels.rows.joints_numba import (
+    angular_row,
+    axis_row,
+    coordinate,
+    drift,
+    joint_pose,
+    limit_parts,
+    point_row,
+    turn_parts,
+)
+from symphys.physics.kernels.solve.pgs_numba import apply_impulse
 from symphys.scene.elements import JointType, MotorMode
 
 jit, leaf = vn.jit, vn.leaf
@@ -272,7 +290,7 @@ def normal_target(a, b, gap, v0, t, reaches, m_eff, tau, world, e_a, e_o, option
     impact fraction t, whether it `reaches` within the step) and the bodies'
     free fractions tau: (gamma, beta, tb (the body whose tau counts),
     rest, restd, closing, separation, ramp, e_a, e_o (a's and the other's
-    restitution), e, bounce, hits, target). `contacts_numba_grad` reverses
+    restitution), e, bounce, hits, target). `contacts_grad` reverses
     it from the same values."""
     dt, soft, u0 = options[O_DT], options[O_SOFT] > 0, options[O_THRESHOLD]
     penetrating = gap < 0

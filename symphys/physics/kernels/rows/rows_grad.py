@@ -23,34 +23,96 @@ contacts of 1 - t, whose cotangent goes to the contact that won the max
 bodies' are the constant 0. Kinks follow the forward as written (a branch
 passes the cotangent to the value it took; clip to lo when x < lo, to hi
 when x > hi, else to x). The primitive adjoints live in
-`geometry_numba_grad`.
+`geometry_grad`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.contacts_numba_grad import contact_vjp
-from symphys.physics.kernels.geometry_numba_grad import (P_ERR, P_RA, P_RB, P_WA, P_WB, add3,
-                                                         add_column, add_outer, angular_row_vjp,
-                                                         axis_row_vjp, ball_turn_vjp, clip_vjp,
-                                                         coordinate_vjp, cross_vjp, drift_vjp,
-                                                         joint_pose_vjp, point_row_vjp,
-                                                         turn_parts_vjp)
-from symphys.physics.kernels.joints_numba import (BALL, axis_row, coordinate, drift, joint_pose,
-                                                  limit_parts)
+from symphys.physics.kernels.geometry.geometry_grad import (
+    P_ERR,
+    P_RA,
+    P_RB,
+    P_WA,
+    P_WB,
+    add3,
+    add_column,
+    add_outer,
+    angular_row_vjp,
+    axis_row_vjp,
+    ball_turn_vjp,
+    clip_vjp,
+    coordinate_vjp,
+    cross_vjp,
+    drift_vjp,
+    joint_pose_vjp,
+    point_row_vjp,
+    turn_parts_vjp,
+)
 from symphys.physics.kernels.layout import STATE
-from symphys.physics.kernels.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIXED, GAIN, GAMMA,
-                                                GRAVITY, HINGE, I_A, I_AXIS, I_B, I_INDEX, I_JOINT,
-                                                I_KIND, I_ROW, I_SUB, INERTIA, INV_INERTIA, JAC_A,
-                                                JAC_B, LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
-                                                MOTOR_DAMPING, O_DAMPING, O_DT, O_FEEDBACK, O_GYRO,
-                                                O_ISOTROPIC, PLANAR, POSITION, ROW_WIDTH, SLIDER,
-                                                SPRING, SPRING_REF, STIFFNESS, TARGET, UNIVERSAL,
-                                                UPPER, VELOCITY_DAMPING, VISCOUS, V, W, forces,
-                                                inverse_inertia, start_rate, torque_impulses)
+from symphys.physics.kernels.rows import contacts_numba as cn
+from symphys.physics.kernels.rows.contacts_grad import contact_vjp
+from symphys.physics.kernels.rows.joints_numba import (
+    BALL,
+    axis_row,
+    coordinate,
+    drift,
+    joint_pose,
+    limit_parts,
+)
+from symphys.physics.kernels.rows.rows_numba import (
+    ARMATURE,
+    DIR_A,
+    DIR_B,
+    DRY,
+    FIXED,
+    GAIN,
+    GAMMA,
+    GRAVITY,
+    HINGE,
+    I_A,
+    I_AXIS,
+    I_B,
+    I_INDEX,
+    I_JOINT,
+    I_KIND,
+    I_ROW,
+    I_SUB,
+    INERTIA,
+    INV_INERTIA,
+    JAC_A,
+    JAC_B,
+    LOWER,
+    MASS,
+    MAX_TORQUE,
+    MAX_VELOCITY,
+    MOTOR_DAMPING,
+    O_DAMPING,
+    O_DT,
+    O_FEEDBACK,
+    O_GYRO,
+    O_ISOTROPIC,
+    PLANAR,
+    POSITION,
+    ROW_WIDTH,
+    SLIDER,
+    SPRING,
+    SPRING_REF,
+    STIFFNESS,
+    TARGET,
+    UNIVERSAL,
+    UPPER,
+    VELOCITY_DAMPING,
+    VISCOUS,
+    V,
+    W,
+    forces,
+    inverse_inertia,
+    start_rate,
+    torque_impulses,
+)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")

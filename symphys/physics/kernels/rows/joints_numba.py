@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from symphys.physics.kernels import contacts_numba as cn
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, JOINT, JOINT_CODES, ROW
+from symphys.physics.kernels.rows import contacts_numba as cn
 from symphys.scene.elements import JointType
 
 jit, leaf = vn.jit, vn.leaf
