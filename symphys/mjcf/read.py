@@ -51,13 +51,18 @@ from symphys.errors import SceneError, member
 from symphys.mjcf.actuators import convert_motors
 from symphys.mjcf.converter import Converter, MjJoint, Obj, Unsupported, WayOut, dof_count
 from symphys.mjcf.files import robot_file
-from symphys.mjcf.joints import convert_joints
+from symphys.mjcf.joints import LINK_SHARE, convert_joints, settle_armature
 from symphys.mjcf.shapes import (GeomType, body_frame, candidate_pairs, geom_label, is_ground_plane,
                                  matrix_to_quaternion, plane_box, shape_fields)
-from symphys.scene.elements import GROUND, WORLD, Shape
+from symphys.scene.elements import GROUND, WORLD, Shape, SolverMethod
 from symphys.scene.geoms import Collider, oriented
 from symphys.scene.reader import FORMAT, scene_from_dict
 from symphys.scene.scene import Scene
+
+
+# The most Newton iterations of a scene whose conversion chose the Newton
+# solve (it stops at its tolerance: 2-3 on gymnasium's ant).
+NEWTON_ITERATIONS = 50
 
 
 @dataclass(frozen=True)
@@ -121,16 +126,28 @@ def convert_model(model, *, source: str = "<model>",
                   on_unsupported: Unsupported | str = Unsupported.ERROR,
                   heavy_armature: Unsupported | str = Unsupported.ERROR,
                   passive_tendons: Unsupported | str = Unsupported.ERROR,
-                  cylinders_as_capsules: bool = False) -> Conversion:
+                  cylinders_as_capsules: bool = False,
+                  solver_method: SolverMethod | str | None = None,
+                  link_share: float = LINK_SHARE) -> Conversion:
     """`Conversion` of a compiled `mujoco.MjModel` (module docstring).
 
     on_unsupported: what to do with a geom that cannot be a body's shape;
     heavy_armature: with an armature above `joints.ARMATURE_LIMIT` times what its
-    joint turns; passive_tendons: with a tendon no actuator drives ("error":
-    refuse; "drop": leave it out, listed). Everything refused is named in
-    one SceneError."""
+    joint turns when the solve is Gauss-Seidel; passive_tendons: with a
+    tendon no actuator drives ("error": refuse; "drop": leave it out,
+    listed). Everything refused is named in one SceneError.
+    solver_method: the scene's `SolverMethod`; None: Newton (at most
+    NEWTON_ITERATIONS) where the model needs it (armature Gauss-Seidel
+    cannot hold and heavy_armature is not "drop", or a body with several
+    joints), else symphys' default. link_share: the mass of each link
+    between a body's joints, as a fraction of the body's (`joints.chain`)."""
     def policy(value, what):
         return member(value, Unsupported, what, lambda msg: SceneError(msg, source=source))
+
+    method = None if solver_method is None else member(
+        solver_method, SolverMethod, "solver_method", lambda msg: SceneError(msg, source=source))
+    if not 0.0 < link_share < 0.5:
+        raise SceneError(f"link_share must be in (0, 0.5), got {link_share!r}", source=source)
 
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)        # poses at qpos0
@@ -144,10 +161,19 @@ def convert_model(model, *, source: str = "<model>",
     ground = colliders.ground
     bodies, kept = _bodies(c, colliders.shape_geom, set(colliders.geoms.values()))
     geoms, names = _geoms(c, colliders, kept)
+    joints = convert_joints(c, kept, link_share)
+    if method is None and (joints.links or (joints.heavy and not c.drop_armature)):
+        method = SolverMethod.NEWTON
+    settle_armature(c, joints.heavy, method is SolverMethod.NEWTON)
     doc = {"format": FORMAT, "name": _model_name(c, source), "dt": float(model.opt.timestep),
-           "gravity": [float(x) for x in model.opt.gravity], "bodies": bodies,
-           "joints": convert_joints(c, kept), "motors": convert_motors(c),
+           "gravity": [float(x) for x in model.opt.gravity],
+           "bodies": [_shared(body, joints.shares) for body in bodies] + list(joints.links),
+           "joints": list(joints.joints), "motors": convert_motors(c),
            "contacts": _pairs(c, colliders, names)}
+    if method is SolverMethod.NEWTON:
+        doc["solver"] = {"method": method.value, "iterations": NEWTON_ITERATIONS}
+    elif method is not None:
+        doc["solver"] = {"method": method.value}
     if geoms:
         doc["geoms"] = geoms
     if ground is not None:
@@ -155,6 +181,14 @@ def convert_model(model, *, source: str = "<model>",
                          "friction": float(model.geom_friction[ground][0])}
     c.check()
     return Conversion(scene_from_dict(doc, source=source), doc, tuple(c.dropped))
+
+
+def _shared(body: dict, shares: dict) -> dict:
+    """A body document with the share of its mass and inertia its links leave it."""
+    share = shares.get(body["name"])
+    if share is None:
+        return body
+    return {**body, "mass": share * body["mass"], "inertia": [share * x for x in body["inertia"]]}
 
 
 def _model_name(c: Converter, source: str) -> str:
