@@ -203,12 +203,12 @@ def test_every_refusal_of_a_file_is_listed_at_once():
     """One error names every element refused; each reason, with the keyword
     and flag that leave its elements out, is said once."""
     with pytest.raises(sp.SceneError) as err:
-        sp.load_mjcf(MANY_REFUSALS)
+        sp.load_mjcf(MANY_REFUSALS, solver_method="pgs")
     msg = str(err.value)
-    assert msg.startswith("<MJCF text>: symphys cannot convert 9 elements of this file:"), msg
+    assert msg.startswith("<MJCF text>: symphys cannot convert 8 elements of this file:"), msg
     for item in ("tendon 'tt': passive, with stiffness 2", "tendon 'td': driven by 'mt'",
                  "option: attribute 'density'", "cylinder geom 'c'", "ellipsoid geom 'e'",
-                 "body 'b': has 2 joints", "joint 'j1': attribute 'armature' 50",
+                 "joint 'j1': attribute 'armature' 50",
                  "actuator 'mt'", "actuator 'p'"):
         assert f"    - {item}" in msg, (item, msg)
     for way_out in ("passive_tendons='drop' (symphys convert --drop-passive-tendons)",
@@ -240,18 +240,26 @@ def test_passive_tendons_are_left_out_on_request(tmp_path, capsys):
                      heavy_armature="drop")
 
 
-def test_armature_heavier_than_symphys_holds_is_refused_or_dropped():
+def test_armature_heavier_than_gauss_seidel_holds_is_kept_for_newton():
     """gymnasium's ant: armature 1 on 40-g legs, 2,000-3,500 times what its
-    joints turn, is refused naming the joint and the ratio; dropped and
-    listed on request. The double pendulum's 0.3 (4 times) carries over."""
+    joints turn, loads as shipped with the Newton solve; with Gauss-Seidel
+    it is refused naming the joint and the ratio, or dropped and listed on
+    request (which keeps the default solve). The double pendulum's 0.3
+    (4 times) carries over with the default solve."""
     ant = gymnasium_assets / "ant.xml"
+    scene = sp.load_mjcf(ant)
+    assert scene.solver.method is SolverMethod.NEWTON
+    assert sorted({j.armature for j in scene.joints}) == [0.0, 1.0]
     with pytest.raises(sp.SceneError, match=r"(?s)8 elements.*heavy_armature='drop' \(symphys "
                        r"convert --drop-heavy-armature\).*joint 'hip_1'.*3521 times"):
-        sp.load_mjcf(ant)
+        sp.load_mjcf(ant, solver_method="pgs")
+    with pytest.raises(sp.SceneError, match="solver_method"):
+        sp.load_mjcf(ant, solver_method="sweeps")
     model = mujoco.MjModel.from_xml_path(str(ant))
     out = convert_model(model, heavy_armature="drop")
     assert len(out.dropped) == 8 and all("armature" in line for line in out.dropped)
     assert all(j.armature == 0.0 for j in out.scene.joints)
+    assert out.scene.solver.method is SolverMethod.PGS
     light = DOUBLE.read_text().replace('<joint damping="0.05"/>',
                                        '<joint damping="0.05" armature="0.3"/>')
     assert [j.armature for j in sp.load_mjcf(light).joints] == [0.3, 0.3, 0.3]
@@ -461,10 +469,11 @@ def test_hopper_loads_with_its_self_contacts():
     """gymnasium's hopper: a planar root, MuJoCo's pairs (every body on the
     floor; torso-leg, torso-foot and thigh-foot, capsule-capsule, the
     parent filter taking the rest); its armature (25 times what the thigh
-    turns) too heavy for symphys' rows."""
+    turns) kept for the Newton solve, too heavy for Gauss-Seidel."""
     hopper = gymnasium_assets / "hopper.xml"
+    assert [j.armature for j in sp.load_mjcf(hopper).joints] == [0.0, 1.0, 1.0, 1.0]
     with pytest.raises(sp.SceneError, match="thigh_joint.*armature"):
-        sp.load_mjcf(hopper)
+        sp.load_mjcf(hopper, solver_method="pgs")
     out = convert_model(mujoco.MjModel.from_xml_path(str(hopper)), heavy_armature="drop")
     assert len(out.dropped) == 3 and all("armature" in line for line in out.dropped)
     assert [j.type for j in out.scene.joints] == [sp.JointType.PLANAR] + [

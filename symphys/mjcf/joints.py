@@ -25,7 +25,7 @@ ARMATURE_LIMIT = 10.0
 
 # What each link between a body's joints weighs, as a fraction of the
 # body's mass and inertia (the body keeps the rest: `chain`).
-LINK_SHARE = 1e-3
+LINK_SHARE = 1e-2
 
 
 @dataclass(frozen=True)
