@@ -13,13 +13,15 @@ What converts:
   geom that collides (or, with none, its one visual geom), which must sit
   at the centre of mass along principal axes (`shapes.body_frame`);
 - joints (`joints.convert_joints`): free (no joint), hinge, slide and
-  unlimited ball joints, one per body, or two perpendicular slides and a
-  hinge about their normal as one planar joint; a body with no joint is
+  ball joints; two perpendicular slides and a hinge about their normal on
+  one body as one planar joint, any other run of joints on one body
+  through light links (`joints.chain`); a body with no joint is
   welded to its parent (a fixed joint); a massless body with no joint and
   no shape is only a frame and is skipped. Ranges become limits measured
   from `qpos0` (symphys' q is 0 at the initial pose); damping,
-  frictionloss, springs (stiffness, springref) and armature (up to
-  `joints.ARMATURE_LIMIT` times what the joint turns) carry over;
+  frictionloss, springs (stiffness, springref) and armature carry over
+  (with Gauss-Seidel, armature up to `joints.ARMATURE_LIMIT` times what
+  the joint turns);
 - motor, position and velocity actuators on a joint, as torque motors with
   a gain, stiffness and damping (`actuators.convert_motors`); ctrlrange
   becomes the command range, forcerange the torque bound;
@@ -27,7 +29,7 @@ What converts:
   contype/conaffinity, parent filter, `exclude` and `pair` rules; shapes
   (and the ground) grow by their geoms' `margin`, where MuJoCo's contacts
   hold them apart (`shapes.shape_fields`);
-- timestep and gravity. The solver keeps symphys' defaults.
+- timestep and gravity. The solver keeps symphys' defaults but for the method.
 
 Everything else is refused: one error names every element refused, the
 attribute and why, and the option that leaves it out where there is one.
@@ -80,11 +82,13 @@ def load_mjcf(source: str | Path, **options) -> Scene:
 
     options (`convert_model`): on_unsupported="drop" leaves out the geoms
     that cannot be a body's shape, heavy_armature="drop" the armature
-    heavier than symphys holds, passive_tendons="drop" the tendons no
+    heavier than Gauss-Seidel holds, passive_tendons="drop" the tendons no
     actuator drives (each listed in a warning; "error", the default,
     refuses the file, naming every element refused in one SceneError);
     cylinders_as_capsules=True collides
-    cylinders as capsules of the same radius and axis segment."""
+    cylinders as capsules of the same radius and axis segment;
+    solver_method="pgs" or "newton" sets the scene's solve (default: Newton
+    where the model needs it)."""
     text = str(source)
     if text.lstrip().startswith("<"):
         model, where = _compile(mujoco.MjModel.from_xml_string, text, "<MJCF text>")
