@@ -108,3 +108,31 @@ def test_the_ant_with_its_armature_drops_as_in_mujoco():
     assert theirs[-1] < 0.55 and theirs.min() < 0.55
     gap = np.abs(mine - theirs).max()
     assert gap < 2.5e-2 and abs(mine[-1] - theirs[-1]) < 3e-3, (gap, mine[-1], theirs[-1])
+
+
+def test_gymnasium_robots_load_as_shipped(tmp_path, capsys):
+    """ant, hopper, half_cheetah, walker2d and reacher load with no options:
+    the Newton solve where armature is heavy for Gauss-Seidel or a body has
+    several joints (reacher's target: two slides through one link), the
+    default solve otherwise; `symphys convert` writes the method and the
+    links into the scene file, and `--solver-method pgs` refuses the heavy
+    armature as before."""
+    from symphys.cli.main import main as cli
+
+    methods = {name: sp.load_mjcf(gymnasium_assets / f"{name}.xml").solver.method
+               for name in ("ant", "hopper", "half_cheetah", "walker2d", "reacher")}
+    assert methods == {"ant": SolverMethod.NEWTON, "hopper": SolverMethod.NEWTON,
+                       "half_cheetah": SolverMethod.NEWTON, "walker2d": SolverMethod.PGS,
+                       "reacher": SolverMethod.NEWTON}
+    out = tmp_path / "reacher.json"
+    assert cli(["convert", str(gymnasium_assets / "reacher.xml"), "-o", str(out)]) == 0
+    scene = sp.load_scene(out)
+    assert scene.solver.method is SolverMethod.NEWTON
+    joints = {j.name: (j.parent, j.child) for j in scene.joints}
+    assert joints["target_x"] == ("world", "target_target_x_link")
+    assert joints["target_y"] == ("target_target_x_link", "target")
+    assert {j.name: j.armature for j in scene.joints}["joint0"] == 1.0
+    capsys.readouterr()
+    assert cli(["convert", str(gymnasium_assets / "reacher.xml"), "-o", str(out),
+                "--solver-method", "pgs"]) != 0
+    assert re.search(r"joint 'joint0': attribute 'armature' 1", capsys.readouterr().err)

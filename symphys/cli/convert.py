@@ -8,6 +8,7 @@ from pathlib import Path
 
 from symphys.errors import SymphysError, counted
 from symphys.mjcf import ROBOT_SUFFIXES, load_mjcf, load_urdf
+from symphys.scene.elements import SolverMethod
 from symphys.scene.writer import write_scene
 
 
@@ -21,8 +22,11 @@ def add_parser(sub) -> None:
                    help="leave out geoms symphys cannot represent (each is listed) instead "
                         "of refusing the file")
     p.add_argument("--drop-heavy-armature", action="store_true",
-                   help="leave out armature heavier than symphys holds (each is listed) "
-                        "instead of refusing the file")
+                   help="with the Gauss-Seidel solve: leave out armature heavier than it "
+                        "holds (each is listed) instead of refusing the file")
+    p.add_argument("--solver-method", choices=[m.value for m in SolverMethod],
+                   help="the scene's solve (default: newton where the robot needs it: "
+                        "heavy armature, or a body with several joints)")
     p.add_argument("--drop-passive-tendons", action="store_true",
                    help="leave out tendons no actuator drives (each is listed, with the "
                         "forces it would have made) instead of refusing the file")
@@ -41,7 +45,8 @@ def cli_main(args) -> int:
         scene = load(args.robot, on_unsupported="drop" if args.drop_unsupported else "error",
                      heavy_armature="drop" if args.drop_heavy_armature else "error",
                      passive_tendons="drop" if args.drop_passive_tendons else "error",
-                     cylinders_as_capsules=args.cylinders_as_capsules)
+                     cylinders_as_capsules=args.cylinders_as_capsules,
+                     solver_method=args.solver_method)
     for warning in caught:
         print(warning.message)
     out = Path(args.output or f"{Path(args.robot).stem}.json")

@@ -86,7 +86,8 @@ def settle_armature(c: Converter, heavy, newton: bool) -> None:
         c.leave_out(h.label, f"with Gauss-Seidel symphys holds armature up to "
                     f"{ARMATURE_LIMIT:g} times what its joint turns (heavier rotors on light "
                     f"links lose their momentum in the solver's sweeps and can diverge; "
-                    f"solver_method='newton' takes any)", WayOut.ARMATURE,
+                    f"the Newton solve, solver_method='newton' (symphys convert "
+                    f"--solver-method newton), takes any)", WayOut.ARMATURE,
                     f"attribute 'armature' {h.armature:g} is {h.armature / h.moved:.0f} times "
                     f"what the joint turns ({h.moved:.3g} about its axis at the initial pose)")
 
