@@ -164,8 +164,8 @@ def convert_model(model, *, source: str = "<model>",
     colliders = _collisions(c)
     ground = colliders.ground
     bodies, kept = _bodies(c, colliders.shape_geom, set(colliders.geoms.values()))
-    geoms, names = _geoms(c, colliders, kept)
     joints = convert_joints(c, kept, link_share)
+    geoms, names = _geoms(c, colliders, kept, {link["name"] for link in joints.links})
     if method is None and (joints.links or (joints.heavy and not c.drop_armature)):
         method = SolverMethod.NEWTON
     settle_armature(c, joints.heavy, method is SolverMethod.NEWTON)
@@ -356,15 +356,16 @@ def _bodies(c: Converter, shape_geom: dict, with_geoms: set):
     return docs, kept
 
 
-def _geoms(c: Converter, colliders: Colliders, kept: dict) -> tuple[list, dict]:
+def _geoms(c: Converter, colliders: Colliders, kept: dict,
+           links: set) -> tuple[list, dict]:
     """(geom documents, {MuJoCo geom id: the collider name contact pairs
     use}): bodies' own shapes by their body's name, scene geoms by their
-    own (MuJoCo's, made unique beside the body names)."""
+    own (MuJoCo's, made unique beside the body and link names)."""
     m, d = c.m, c.d
     names = {g: kept[b] for b, g in colliders.shape_geom.items()}
     if colliders.ground is not None:
         names[colliders.ground] = GROUND
-    taken = set(kept.values()) | {GROUND, WORLD}
+    taken = set(kept.values()) | links | {GROUND, WORLD}
     docs = []
     for g, b in sorted(colliders.geoms.items()):
         body = WORLD if b == 0 else kept[b]
