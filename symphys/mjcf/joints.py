@@ -30,13 +30,12 @@ LINK_SHARE = 1e-2
 
 @dataclass(frozen=True)
 class Heavy:
-    """An armature above ARMATURE_LIMIT times what its joint turns: kept on
-    `doc` for the Newton solve; Gauss-Seidel refuses or drops it (`settle_armature`)."""
+    """An armature above ARMATURE_LIMIT times what its joint turns: kept for
+    the Newton solve; Gauss-Seidel refuses or drops it (`settle_armature`)."""
 
-    label: str
+    joint: str
     armature: float
     moved: float
-    doc: dict
 
 
 @dataclass(frozen=True)
@@ -76,20 +75,23 @@ def row_inertia(c: Converter, bodies, hinge: bool, axis) -> float:
     return 1.0 / total if total else math.inf
 
 
-def settle_armature(c: Converter, heavy, newton: bool) -> None:
-    """Keep the heavy armatures for the Newton solve; for Gauss-Seidel take
-    each off its joint, refused (or listed, with heavy_armature="drop")."""
-    if newton:
-        return
+def settle_armature(c: Converter, joints: tuple, heavy, newton: bool) -> tuple:
+    """The joint documents with their heavy armatures: all kept for the
+    Newton solve; for Gauss-Seidel each taken off, refused (or listed, with
+    heavy_armature="drop")."""
+    if newton or not heavy:
+        return joints
     for h in heavy:
-        del h.doc["armature"]
-        c.leave_out(h.label, f"with Gauss-Seidel symphys holds armature up to "
+        c.leave_out(f"joint {h.joint!r}", f"with Gauss-Seidel symphys holds armature up to "
                     f"{ARMATURE_LIMIT:g} times what its joint turns (heavier rotors on light "
                     f"links lose their momentum in the solver's sweeps and can diverge; "
                     f"the Newton solve, solver_method='newton' (symphys convert "
                     f"--solver-method newton), takes any)", WayOut.ARMATURE,
                     f"attribute 'armature' {h.armature:g} is {h.armature / h.moved:.0f} times "
                     f"what the joint turns ({h.moved:.3g} about its axis at the initial pose)")
+    light = {h.joint for h in heavy}
+    return tuple({k: v for k, v in doc.items() if k != "armature"} if doc["name"] in light
+                 else doc for doc in joints)
 
 
 def convert_joints(c: Converter, kept: dict, link_share: float = LINK_SHARE) -> JointDocs:
@@ -132,7 +134,7 @@ def _put_joint(c: Converter, doc: dict, sides, heavy: list, docs: list) -> None:
     if armature and doc["type"] in (JointType.HINGE.value, JointType.SLIDER.value):
         moved = row_inertia(c, sides, doc["type"] == JointType.HINGE.value, doc["axis"])
         if armature > ARMATURE_LIMIT * moved:
-            heavy.append(Heavy(f"joint {doc['name']!r}", armature, moved, doc))
+            heavy.append(Heavy(doc["name"], armature, moved))
 
 
 def joint_doc(c: Converter, j: int, parent: str, child: str) -> dict | None:

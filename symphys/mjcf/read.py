@@ -168,11 +168,11 @@ def convert_model(model, *, source: str = "<model>",
     geoms, names = _geoms(c, colliders, kept, {link["name"] for link in joints.links})
     if method is None and (joints.links or (joints.heavy and not c.drop_armature)):
         method = SolverMethod.NEWTON
-    settle_armature(c, joints.heavy, method is SolverMethod.NEWTON)
+    joint_docs = settle_armature(c, joints.joints, joints.heavy, method is SolverMethod.NEWTON)
     doc = {"format": FORMAT, "name": _model_name(c, source), "dt": float(model.opt.timestep),
            "gravity": [float(x) for x in model.opt.gravity],
            "bodies": [_shared(body, joints.shares) for body in bodies] + list(joints.links),
-           "joints": list(joints.joints), "motors": convert_motors(c),
+           "joints": list(joint_docs), "motors": convert_motors(c),
            "contacts": _pairs(c, colliders, names)}
     if method is SolverMethod.NEWTON:
         doc["solver"] = {"method": method.value, "iterations": NEWTON_ITERATIONS}
