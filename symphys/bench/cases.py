@@ -18,7 +18,8 @@ STEPS = 200
 REPEATS = 5
 # Robots read from the MJCF files other packages ship: bench name ->
 # (package, file in it). MuJoCo runs the very same file beside symphys.
-# symphys reads them without the armature it cannot hold (`mjcf.read.ARMATURE_LIMIT`);
+# symphys reads them with Gauss-Seidel, without the armature it cannot hold
+# (`mjcf.joints.ARMATURE_LIMIT`, heavy_armature="drop");
 # MuJoCo runs the file as it is.
 ROBOT_FILES = {"ant": ("gymnasium", "envs/mujoco/assets/ant.xml")}
 SCENES = ("ball", "spheres16", "arm", "quadruped", "array", *ROBOT_FILES)
