@@ -69,8 +69,9 @@ def _scene():
             .build())
 
 
-@pytest.fixture(scope="module")
-def problem():
+def make_problem():
+    """(layout, numeric inputs, v_free (1, N, 6), rows (1, R, ROW.width), tree
+    pattern) of `_scene` with its servo saturated."""
     scene = _scene()
     layout = build_layout(scene)
     x = numeric_inputs(scene, action=np.array([[-1.0]]))
@@ -79,6 +80,11 @@ def problem():
                                       *layout.arrays())
     tree = nw.pattern(layout.rows, len(scene.bodies))
     return layout, x, v_free, rows, tree
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return make_problem()
 
 
 def _solve(problem, v_free, rows, state, body):
@@ -171,7 +177,7 @@ def test_the_reference_graph_refuses_newton():
     scene = _scene()
     scene = dataclasses.replace(scene, solver=dataclasses.replace(
         scene.solver, method=SolverMethod.NEWTON))
-    with pytest.raises(BackendError, match="'newton' runs on the Numba kernels only"):
+    with pytest.raises(BackendError, match="'newton' runs on the fused kernels only"):
         sp.simulate(scene, 2, action=[0.0], backend="cvm")
 
 

@@ -166,9 +166,10 @@ def step(model: StepModel, state: State) -> State:
         if rows:
             if options.method is SolverMethod.NEWTON:
                 raise BackendError(
-                    "solver method 'newton' runs on the Numba kernels only so far; this "
-                    "graph is the reference (the C VM, JAX, or rewrites switched off): "
-                    "use backend='numba', or the solver method 'pgs'")
+                    "solver method 'newton' runs on the fused kernels only so far; this "
+                    "graph is the reference (the C VM, JAX by default, or rewrites switched "
+                    "off): use backend='numba', JAX inside "
+                    "symphys.compiler.rewrites.switched(True), or the solver method 'pgs'")
             V = solve(rows, V, options.iterations, options.friction_model)
         v, w = velocity_components(V)
         v_move, w_move = v, w

@@ -18,7 +18,6 @@ from dataclasses import fields
 
 import pytensor.tensor as pt
 
-from symphys.errors import BackendError
 from symphys.physics.kernels.integrate import integrate_grad, integrate_numba
 from symphys.physics.kernels.layout import ROW, STATE, Option, StepLayout
 from symphys.physics.kernels.ops import In, Out, Stage, stage_ops
@@ -75,11 +74,6 @@ SOLVE = Stage(
     version=1, home=__name__)
 
 
-def _newton_on_jax(*args):
-    raise BackendError("solver method 'newton' runs on the Numba kernels only so far: "
-                       "use backend='numba', or the solver method 'pgs'")
-
-
 _PATTERN = tuple(In(name, 2 if name == "pair" else 1, "int64", grad="disconnected")
                  for name in ("order", "pair", "later", "nb_ptr", "nb"))
 NEWTON = Stage(
@@ -88,7 +82,7 @@ NEWTON = Stage(
             In("body", 3), In("options", 1, grad="disconnected"), *_PATTERN),
     outputs=(Out("v", (("v_free", 0), ("v_free", 1), 6)),),
     numba_forward=newton_numba.solve, numba_vjp=newton_grad.solve_vjp,
-    jax_forward=_newton_on_jax, params=("iterations", "stiff", "soft", "tolerance"),
+    jax_forward=_jax("solve.newton_jax", "solve"), params=("iterations", "stiff", "soft", "tolerance"),
     vjp_reads_outputs=True,
     depends=_kernels("vec_numba", "layout", "rows.rows_numba", "rows.rows_grad",
                      "rows.contacts_numba", "solve.pgs_numba", "solve.newton_numba"),
