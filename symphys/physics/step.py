@@ -125,7 +125,8 @@ def articulation_rows(model: StepModel, state: State, mob, V):
         else:
             V = row.apply(V, impulse)
     frictions = [row for block in model.drag_blocks
-                 for row in drag_rows(block, scene, model.frames, mob, state)]
+                 for row in drag_rows(block, scene, model.frames, model.motors, mob,
+                                      state, model.action)]
     rows = []
     if model.joint_blocks:
         _, w = velocity_components(V)
