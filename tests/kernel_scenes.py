@@ -463,8 +463,8 @@ SMALL_SCENES = _cover([scene_from_seed(seed, max_bodies=3) for seed in range(150
 
 
 # -- two hand-built scenes with every feature the shipped scenes lack ----------
-# (kf-joints: implicit PD torque motors on a lossless soft hinge and on a
-# lossy slider beside a velocity servo, besides the explicit ones)
+# (kf-joints: an explicit, bounded PD torque motor on a soft hinge and an
+# implicit, unbounded one on a hinge with losses and limits)
 def features_contacts():
     return (sp.SceneBuilder("kf-contacts", dt=0.005, iterations=6, constraint_frequency=40.0,
                             constraint_damping=0.8, velocity_damping=0.3)
@@ -508,10 +508,9 @@ def features_joints():
             .motor("pitch", "wrist", "velocity", axis=1, gain=10.0, max_velocity=2.0,
                    max_torque=20.0)
             .motor("kick", "ankle", "torque", gain=40.0, stiffness=40.0, damping=0.5,
-                   max_torque=UNBOUNDED_TORQUE)
-            .motor("tilt", "hinge", "torque", max_torque=3.0)
-            .motor("hold", "slider", "torque", gain=50.0, stiffness=50.0, damping=2.0,
-                   max_torque=UNBOUNDED_TORQUE, command_range=[-0.04, 0.04])
+                   max_torque=4.0)
+            .motor("tilt", "hinge", "torque", gain=5.0, stiffness=5.0, damping=0.2,
+                   max_torque=UNBOUNDED_TORQUE, command_range=[-0.3, 0.3])
             .contacts([("foot", "ground")])
             .build())
 

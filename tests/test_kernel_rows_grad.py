@@ -144,11 +144,11 @@ def test_small_scenes(index):
 
 
 def test_implicit_servos_in_drag_rows():
-    """kf-joints: two implicit PD torque motors in their joints' drag rows
-    (stiffness, damping, gain and command into the row), from perturbed
-    states with commands inside and beyond their ranges."""
+    """kf-joints: an implicit PD torque motor in its joint's drag row
+    (stiffness, damping, gain and command into the row) beside an explicit
+    one, from perturbed states with commands inside and beyond their ranges."""
     scene = FEATURES["kf-joints"]()
-    assert len(scene.implicit_motors) == 2
+    assert len(scene.implicit_motors) == 1
     rng = np.random.default_rng(5)
     tables = build_layout(scene).arrays()
     base = numeric_inputs(scene)

@@ -205,12 +205,12 @@ class Scene:
         """{joint index: motor index}: the torque motors whose stiffness and
         damping act implicitly, in their joint's drag row (`drives.drag_rows`):
         those with feedback, unbounded (`Motor.unbounded`, decided by the
-        scene's max_torque, not a parameter's value) on a hinge or slider;
-        one per joint (its first such motor; any later one stays explicit)."""
+        scene's max_torque, not a parameter's value) on a hinge or slider
+        (a joint has at most one motor)."""
         out: dict[int, int] = {}
         for i, m in enumerate(self.motors):
             j = self.joint_names.index(m.joint)
-            if (m.feedback and m.unbounded and j not in out
+            if (m.feedback and m.unbounded
                     and self.joints[j].type in (JointType.HINGE, JointType.SLIDER)):
                 out[j] = i
         return out
