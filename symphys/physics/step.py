@@ -52,7 +52,7 @@ class StepModel:
     motors: MotorArrays | None = None
     action: object = None
     articulated: tuple[int, ...] = ()   # bodies held by joints
-    drag_blocks: tuple[JointBlock, ...] = ()   # hinges and sliders with bearing losses
+    drag_blocks: tuple[JointBlock, ...] = ()   # hinges and sliders with a drag row
     geoms: GeomArrays | None = None           # the scene's geoms (None: none)
 
     @property
