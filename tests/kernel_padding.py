@@ -15,8 +15,8 @@ its layout tables (`build_layout(scene).arrays()`) to `Sizes`:
 - joint and motor parameters: anchors 0, identity frames, no losses; gain,
   velocity and torque limits 0; joint constants (keep 1, no feedback, no
   limits), motor command ranges unbounded; actions 0;
-- items (contacts, joints, drags, servos, torques): A = B = -1 and ROW = -1,
-  other columns 0 (valid indices), which the JAX rows kernel skips
+- items (contacts, joints, drags, servos, torques): A = B = -1, ROW = -1 and
+  IMPLICIT = -1 (no motor), other columns 0 (valid indices), which the JAX rows kernel skips
   (`rows_jax._scatter`, `_apply_torques`, the contact impact fractions);
 - rows: after the scene's rows, body a = 0, b = -1 (static), bound FREE,
   ref -1; no item writes them, so their data stays all zero (mass 0, keep 0,
@@ -249,7 +249,7 @@ _PAD_JOINT = np.zeros(JOINT.width)
 _PAD_JOINT[JOINT.frame_a] = _IDENTITY
 _PAD_JOINT[JOINT.frame_b] = _IDENTITY
 _PAD_ITEM = np.zeros(ITEM_COLUMNS, dtype=np.int64)
-_PAD_ITEM[[Item.A, Item.B, Item.ROW, Item.GA, Item.GB]] = -1
+_PAD_ITEM[[Item.A, Item.B, Item.ROW, Item.GA, Item.GB, Item.IMPLICIT]] = -1
 _PAD_GEOM = np.zeros(GEOM.width)
 _PAD_GEOM[GEOM.rotation] = _IDENTITY
 _PAD_ROW = np.array([0, -1, int(Bound.FREE), -1], dtype=np.int64)

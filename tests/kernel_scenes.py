@@ -28,7 +28,7 @@ from symphys.physics import drives
 from symphys.physics.algebra import quat_to_mat_array
 from symphys.physics.contacts import contact_blocks
 from symphys.physics.joints import articulated_bodies
-from symphys.scene.elements import MotorMode
+from symphys.scene.elements import UNBOUNDED_TORQUE, MotorMode
 from symphys.scene.scene import Scene
 
 ITERATIONS = 4
@@ -463,6 +463,8 @@ SMALL_SCENES = _cover([scene_from_seed(seed, max_bodies=3) for seed in range(150
 
 
 # -- two hand-built scenes with every feature the shipped scenes lack ----------
+# (kf-joints: an explicit, bounded PD torque motor on a soft hinge and an
+# implicit, unbounded one on a hinge with losses and limits)
 def features_contacts():
     return (sp.SceneBuilder("kf-contacts", dt=0.005, iterations=6, constraint_frequency=40.0,
                             constraint_damping=0.8, velocity_damping=0.3)
@@ -505,8 +507,10 @@ def features_joints():
                    max_torque=20.0)
             .motor("pitch", "wrist", "velocity", axis=1, gain=10.0, max_velocity=2.0,
                    max_torque=20.0)
-            .motor("kick", "ankle", "torque", max_torque=4.0)
-            .motor("tilt", "hinge", "torque", max_torque=3.0)
+            .motor("kick", "ankle", "torque", gain=40.0, stiffness=40.0, damping=0.5,
+                   max_torque=4.0)
+            .motor("tilt", "hinge", "torque", gain=5.0, stiffness=5.0, damping=0.2,
+                   max_torque=UNBOUNDED_TORQUE, command_range=[-0.3, 0.3])
             .contacts([("foot", "ground")])
             .build())
 

@@ -13,7 +13,7 @@ one of them (loosely), or the direction is counted as skipped.
 
 import numpy as np
 import pytest
-from kernel_scenes import SMALL_SCENES, random_action, random_state
+from kernel_scenes import FEATURES, SMALL_SCENES, random_action, random_state
 
 import symphys
 from symphys.physics.kernels.rows import rows_numba as rn
@@ -141,6 +141,24 @@ def test_small_scenes(index):
     scene = SMALL_SCENES[index]
     rng = np.random.default_rng(index)
     _run(f"{scene.name}", scene, random_state(scene, rng), random_action(scene, rng), index)
+
+
+def test_implicit_servos_in_drag_rows():
+    """kf-joints: an implicit PD torque motor in its joint's drag row
+    (stiffness, damping, gain and command into the row) beside an explicit
+    one, from perturbed states with commands inside and beyond their ranges."""
+    scene = FEATURES["kf-joints"]()
+    assert len(scene.implicit_motors) == 1
+    rng = np.random.default_rng(5)
+    tables = build_layout(scene).arrays()
+    base = numeric_inputs(scene)
+    total = np.zeros(3, int)
+    for k in range(2):
+        x = [base[n].copy() for n in NAMES]
+        x[0][..., 12:18] += rng.normal(scale=1.0, size=x[0][..., 12:18].shape)
+        x[6] = rng.normal(scale=1.0, size=x[6].shape)
+        total += check_case(f"kf-joints/{k}", x, tables, 20 + k)
+    assert total[0] >= total[2], total
 
 
 def test_batched_shared_parameters():

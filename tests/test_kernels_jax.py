@@ -10,7 +10,8 @@ parameters; stage properties (v_free, tau, M^-1 J^T and effective masses).
 Two built scenes (`kernel_scenes.FEATURES`) add what the shipped ones
 lack: every contact kind, soft contacts, rolling friction, velocity
 damping, slider / fixed / ball / universal joints, soft joints, limits,
-bearing losses, torque and velocity motors.
+bearing losses, torque and velocity motors, an implicit (unbounded) PD torque
+motor folded into its joint's drag row.
 """
 
 from __future__ import annotations

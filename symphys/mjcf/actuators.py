@@ -5,11 +5,11 @@ from __future__ import annotations
 import mujoco
 
 from symphys.mjcf.converter import Converter, MjJoint, Obj
-from symphys.scene.elements import MotorMode
+from symphys.scene.elements import UNBOUNDED_TORQUE, MotorMode
 
-# A motor whose file bounds neither its command nor its force gets this
-# torque bound (N m or N): no limit in practice, and finite for the solver.
-UNBOUNDED_TORQUE = 1e9
+# A motor whose file bounds neither its command nor its force gets the
+# torque bound UNBOUNDED_TORQUE (N m or N): no limit in practice, finite for
+# the solver; with stiffness or damping it then acts implicitly.
 
 
 def convert_motors(c: Converter) -> list[dict]:

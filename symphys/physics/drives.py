@@ -1,6 +1,7 @@
 """Rows on a joint's coordinate: motors (position and velocity servos,
 torque motors with their feedback) and a hinge's or slider's bearing
-losses, armature and spring (`joints` holds the joints themselves)."""
+losses, armature, spring and implicit motor (`joints` holds the joints
+themselves)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,13 @@ def command_range(scene: Scene, motor_index: int):
 def motor_commands(block: MotorBlock, scene: Scene, action):
     """The block's commands (B, K) from action (B, M), clipped to each
     motor's command range."""
-    command = Gather(block.motors, len(scene.motors)).take(action)
-    ranges = [command_range(scene, i) for i in block.motors]
+    return _commands(block.motors, scene, action)
+
+
+def _commands(motors: tuple[int, ...], scene: Scene, action):
+    """Commands (B, K) of the motors `motors` from action (B, M), clipped."""
+    command = Gather(motors, len(scene.motors)).take(action)
+    ranges = [command_range(scene, i) for i in motors]
     if all(r is None for r in ranges):
         return command
     inf = 1e30
@@ -74,18 +80,25 @@ def motor_rows(block: MotorBlock, scene: Scene, frames: JointFrames, motors: Mot
     return BoundedRow(row, lower=-max_impulse, upper=max_impulse), None
 
 
-def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobility,
-              state: State) -> list[BoundedRow]:
-    """Bearing losses and armature of one block of hinges or sliders: two
-    rows on the joint rate q', swept with the joints.
+def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, motors: MotorArrays | None,
+              mob: Mobility, state: State, action) -> list[BoundedRow]:
+    """Bearing losses, armature, a spring and an implicit motor on one block
+    of hinges and sliders: two rows on the joint rate q', swept with the
+    joints.
 
-    Viscous damping c, armature I_a and a spring k: a soft row whose sweeps
-    converge to the impulse -c dt q'_after - I_a (q'_after - q'_start)
-    - k dt (q_start + dt q'_after - q_s) on the whole articulated chain
-    (implicit, so stable for any c, I_a and k; q_start, q'_start: at the
-    step's start): softness gamma = 1 / K with K = I_a + c dt + k dt^2,
-    target (I_a q'_start - k dt (q_start - q_s)) / K; no impulse when K = 0. Dry friction f: a stiff
-    row aiming at q' = 0 whose impulse stays within +-f dt (Coulomb
+    Viscous damping c, armature I_a, a spring k and the joint's implicit
+    motor (`Scene.implicit_motors`: gain g, stiffness kp, damping kv,
+    command u clipped to its range; all 0 without one): a soft row whose
+    sweeps converge to the impulse
+    -(c + kv) dt q'_after - I_a (q'_after - q'_start)
+    - k dt (q_start + dt q'_after - q_s) - kp dt (q_start + dt q'_after) + g u dt
+    on the whole articulated chain (implicit, so stable for any gains;
+    q_start, q'_start: at the step's start): softness gamma = 1 / K with
+    K = I_a + (c + kv) dt + (k + kp) dt^2, target
+    (I_a q'_start - k dt (q_start - q_s) - kp dt q_start + g u dt) / K; no
+    impulse when K = 0 (so an implicit motor whose gains are set to 0 by
+    parameters, on a joint without losses, acts no more). Dry friction f: a
+    stiff row aiming at q' = 0 whose impulse stays within +-f dt (Coulomb
     friction: the joint sticks while its load is below f)."""
     dt = scene.dt
     pose = _pose(block.joints, block.a, block.b, frames, state, len(scene.bodies),
@@ -93,10 +106,24 @@ def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, mob: Mobilit
     gj = Gather(block.joints, len(scene.joints))
     row = _axis_row(block.type, RowKind.MOTOR, pose.axis_b, pose, mob, 0.0)
     armature, spring = gj.take(frames.armature), gj.take(frames.spring_stiffness)
-    k = armature + gj.take(frames.viscous) * dt + spring * dt * dt
+    viscous = gj.take(frames.viscous)
+    q = coordinate(block.type, pose)
+    held = scene.implicit_motors
+    drive = 0.0
+    stiff = spring
+    if any(j in held for j in block.joints):
+        # Joints without an implicit motor read motor 0, times 0.
+        index = tuple(held.get(j, 0) for j in block.joints)
+        gm = Gather(index, len(scene.motors))
+        mask = np.array([1.0 if j in held else 0.0 for j in block.joints])
+        kp = mask * gm.take(motors.stiffness)
+        viscous = viscous + mask * gm.take(motors.damping)
+        stiff = spring + kp
+        drive = mask * gm.take(motors.gain) * _commands(index, scene, action) * dt - kp * dt * q
+    k = armature + viscous * dt + stiff * dt * dt
     rate = row.velocity(velocity_matrix(state.velocity, state.angular_velocity))
-    stretch = coordinate(block.type, pose) - gj.take(frames.spring_reference)
-    viscous = replace(row, m_soft=k * row.m_eff / (k + row.m_eff), gamma=safe_div(1.0, k),
-                      target=safe_div(armature * rate - spring * dt * stretch, k))
+    stretch = q - gj.take(frames.spring_reference)
+    soft = replace(row, m_soft=k * row.m_eff / (k + row.m_eff), gamma=safe_div(1.0, k),
+                   target=safe_div(armature * rate - spring * dt * stretch + drive, k))
     bound = gj.take(frames.dry) * dt
-    return [BoundedRow(viscous), BoundedRow(row, lower=-bound, upper=bound)]
+    return [BoundedRow(soft), BoundedRow(row, lower=-bound, upper=bound)]

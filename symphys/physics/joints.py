@@ -120,10 +120,14 @@ def joint_blocks(scene: Scene) -> list[JointBlock]:
 
 
 def motor_blocks(scene: Scene) -> list[MotorBlock]:
+    """Blocks of the motors, no body twice per block; implicit motors
+    (`Scene.implicit_motors`) are left out: their joint's drag row holds
+    them (`drives.drag_rows`)."""
     items = _joint_items(scene)
     names = scene.joint_names
+    held = set(scene.implicit_motors.values())
     motors = [dict(items[names.index(m.joint)], motor=i, mode=m.mode, axis=m.axis)
-              for i, m in enumerate(scene.motors)]
+              for i, m in enumerate(scene.motors) if i not in held]
     groups = _greedy_blocks(motors, lambda x: (x["mode"], x["type"], x["b"] is None,
                                                x["axis"]))
     return [MotorBlock(k[0], k[1], tuple(x["motor"] for x in blk),
@@ -132,10 +136,11 @@ def motor_blocks(scene: Scene) -> list[MotorBlock]:
 
 
 def drag_blocks(scene: Scene) -> list[JointBlock]:
-    """Blocks of the hinges and sliders whose bearing losses act (all of
-    them when the scene has any), no body twice per block."""
-    lossy = {j.name for j in scene.drag_joints}
-    items = [x for x in _joint_items(scene) if scene.joints[x["joint"]].name in lossy]
+    """Blocks of the hinges and sliders with a drag row (`Scene.drag_row_joints`:
+    all of them when the scene has bearing losses, and those an implicit
+    motor holds), no body twice per block."""
+    rows = set(scene.drag_row_joints)
+    items = [x for x in _joint_items(scene) if x["joint"] in rows]
     groups = _greedy_blocks(items, lambda x: (x["type"], x["b"] is None))
     return [JointBlock(k[0], tuple(x["joint"] for x in blk), tuple(x["a"] for x in blk),
                        _parents(blk)) for k, blk in groups]
@@ -232,7 +237,7 @@ def build_joint_arrays(scene: Scene, p: dict):
                 frame_b = matmul(transpose(rb), frame)
             # Joints without losses (ball, fixed, universal) get zeros.
             drag = (tuple(p.get(f"{j.name}.{key}", 0.0) for key in DRAG_FIELDS)
-                    if scene.has_joint_drag else (None,) * len(DRAG_FIELDS))
+                    if scene.drag_row_joints else (None,) * len(DRAG_FIELDS))
             per_joint.append(JointFrames(local_a, local_b, frame_a, frame_b, *drag))
         frames = tree_map(lambda *values: stack(list(values)), *per_joint)
     motors = None

@@ -52,7 +52,7 @@ class StepModel:
     motors: MotorArrays | None = None
     action: object = None
     articulated: tuple[int, ...] = ()   # bodies held by joints
-    drag_blocks: tuple[JointBlock, ...] = ()   # hinges and sliders with bearing losses
+    drag_blocks: tuple[JointBlock, ...] = ()   # hinges and sliders with a drag row
     geoms: GeomArrays | None = None           # the scene's geoms (None: none)
 
     @property
@@ -125,7 +125,8 @@ def articulation_rows(model: StepModel, state: State, mob, V):
         else:
             V = row.apply(V, impulse)
     frictions = [row for block in model.drag_blocks
-                 for row in drag_rows(block, scene, model.frames, mob, state)]
+                 for row in drag_rows(block, scene, model.frames, model.motors, mob,
+                                      state, model.action)]
     rows = []
     if model.joint_blocks:
         _, w = velocity_components(V)

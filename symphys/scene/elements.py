@@ -341,6 +341,13 @@ class Joint:
         return {JointType.HINGE: 1, JointType.SLIDER: 1, JointType.UNIVERSAL: 2}.get(self.type, 0)
 
 
+# A torque bound (N m, or N) at or above which a motor counts as unbounded:
+# a torque motor with feedback on a hinge or slider then acts implicitly (a
+# clamp is not a linear spring, so a bounded motor stays explicit). The MJCF
+# reader gives it to actuators whose file bounds neither command nor force.
+UNBOUNDED_TORQUE = 1e9
+
+
 @dataclass(frozen=True)
 class Motor:
     """An actuator on a hinge, slider or universal joint (`axis`: which of
@@ -349,11 +356,15 @@ class Motor:
     Position and velocity servos are constraint rows whose impulse is
     bounded by max_torque * dt (N m, or N on a slider); a torque motor adds
     clip(gain command - stiffness q - damping q', +-max_torque) as an external
-    torque/force, from q and q' at the step's start (gain: a gear ratio;
-    stiffness and damping: a PD servo as MuJoCo's position and velocity
-    actuators are, explicit as under MuJoCo's Euler integrator). Commands are
-    clipped to `command_range` (default: the joint limits for a position
-    servo, +-max_velocity for a velocity servo, +-max_torque for torque)."""
+    torque/force (gain: a gear ratio; stiffness and damping: a PD servo as
+    MuJoCo's position and velocity actuators are). Its stiffness and damping
+    act explicitly, from q and q' at the step's start (MuJoCo's Euler),
+    unless the motor is `implicit` (`Scene.implicit_motors`): unbounded
+    (max_torque >= UNBOUNDED_TORQUE) on a hinge or slider, where they join
+    the joint's drag row and act on q and q' at the step's end (MuJoCo's
+    `implicitfast`); gain command stays explicit. Commands are clipped to
+    `command_range` (default: the joint limits for a position servo,
+    +-max_velocity for a velocity servo, +-max_torque for torque)."""
 
     name: str
     joint: str
@@ -371,6 +382,11 @@ class Motor:
         """Whether the motor's torque feels its joint's coordinate or rate
         (a torque motor with stiffness or damping)."""
         return self.mode is MotorMode.TORQUE and (self.stiffness > 0 or self.damping > 0)
+
+    @property
+    def unbounded(self) -> bool:
+        """Whether max_torque is at least UNBOUNDED_TORQUE (no bound in practice)."""
+        return self.max_torque >= UNBOUNDED_TORQUE
 
 
 class SensorKind(enum.Enum):

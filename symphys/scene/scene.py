@@ -200,6 +200,29 @@ class Scene:
         `<joint>.viscous_damping`, `<joint>.dry_friction` and `<joint>.armature`."""
         return any(j.has_drag for j in self.joints)
 
+    @property
+    def implicit_motors(self) -> dict[int, int]:
+        """{joint index: motor index}: the torque motors whose stiffness and
+        damping act implicitly, in their joint's drag row (`drives.drag_rows`):
+        those with feedback, unbounded (`Motor.unbounded`, decided by the
+        scene's max_torque, not a parameter's value) on a hinge or slider
+        (a joint has at most one motor)."""
+        out: dict[int, int] = {}
+        for i, m in enumerate(self.motors):
+            j = self.joint_names.index(m.joint)
+            if (m.feedback and m.unbounded
+                    and self.joints[j].type in (JointType.HINGE, JointType.SLIDER)):
+                out[j] = i
+        return out
+
+    @property
+    def drag_row_joints(self) -> list[int]:
+        """Indices of the joints with a drag row: the `drag_joints` and the
+        joints of `implicit_motors`, in scene order."""
+        lossy = {j.name for j in self.drag_joints}
+        held = self.implicit_motors
+        return [k for k, j in enumerate(self.joints) if j.name in lossy or k in held]
+
     def structure_key(self) -> str:
         """Hash of everything that shapes the graph (not parameter values)."""
         solver = {k: (v.value if isinstance(v, enum.Enum) else v)
@@ -244,6 +267,9 @@ class Scene:
         feedback = [m.name for m in self.motors if m.feedback]
         if feedback:
             doc["motor_feedback"] = feedback
+        implicit = sorted(self.implicit_motors.values())
+        if implicit:
+            doc["implicit_motors"] = [self.motors[i].name for i in implicit]
         seen = sorted({x.source for x in self.sensors if x.kind is SensorKind.CAMERA})
         if seen:
             # A camera sensor puts the image into the graph: the cameras it

@@ -110,7 +110,7 @@ def unpack_model(scene, body, world, joint, motor):
         else None)
     frames = motors = None
     if scene.joints:
-        drag = scene.has_joint_drag
+        drag = bool(scene.drag_row_joints)
         frames = JointFrames(*(part(joint, JOINT, k) for k in
                                ("anchor_a", "anchor_b", "frame_a", "frame_b")),
                              *(part(joint, JOINT, k) if drag else None

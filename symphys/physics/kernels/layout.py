@@ -117,6 +117,7 @@ class Item(enum.IntEnum):
     GA = 8            # contacts: a's geom (-1: a's own shape)
     GB = 9            # contacts: b's geom (-1: b's own shape, or the ground)
     FLIP = 10         # contacts: 1 where the routine takes b's side first
+    IMPLICIT = 11     # drags: the implicit motor the row carries (-1: none)
 
 
 ITEM_COLUMNS = len(Item)
@@ -171,7 +172,8 @@ class StepLayout:
 
     contacts, joints, drags, servos, torques: (count, ITEM_COLUMNS) int64
     item tables in sweep order (torques: direct-torque motors, applied
-    before the solve). joint_consts: (J, 4) [keep, feedback, lo, hi] per
+    before the solve; an implicit motor is in its joint's drag row instead,
+    `Item.IMPLICIT`). joint_consts: (J, 4) [keep, feedback, lo, hi] per
     joint; motor_consts: (M, 2) command range per motor. rows: (R, 4) int64
     [a, b, bound, ref] per row (`RowColumn`). articulated: (N,) 1.0 for bodies held by a joint.
     options: (N_OPTIONS,) float64."""
@@ -249,11 +251,13 @@ def build_layout(scene: Scene) -> StepLayout:
             joints.append([JOINT_CODES[block.type], 0, a, b, j, j, int(limited), first])
 
     drags = []
+    implicit = scene.implicit_motors
     for block in drag_blocks(scene):
         for k, j in enumerate(block.joints):
             b = -1 if block.b is None else block.b[k]
             first = add_rows(block.a[k], b, [Bound.FREE, Bound.BOX])
-            drags.append([JOINT_CODES[block.type], 0, block.a[k], b, j, j, 0, first])
+            drags.append([JOINT_CODES[block.type], 0, block.a[k], b, j, j, 0, first, -1, -1, 0,
+                          implicit.get(j, -1)])
 
     motor_consts = np.zeros((len(scene.motors), 2))
     for i in range(len(scene.motors)):

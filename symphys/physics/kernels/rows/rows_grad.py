@@ -31,88 +31,30 @@ from __future__ import annotations
 import numpy as np
 
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.geometry.geometry_grad import (
-    P_ERR,
-    P_RA,
-    P_RB,
-    P_WA,
-    P_WB,
-    add3,
-    add_column,
-    add_outer,
-    angular_row_vjp,
-    axis_row_vjp,
-    ball_turn_vjp,
-    clip_vjp,
-    coordinate_vjp,
-    cross_vjp,
-    drift_vjp,
-    joint_pose_vjp,
-    point_row_vjp,
-    turn_parts_vjp,
-)
+from symphys.physics.kernels.geometry.geometry_grad import (P_ERR, P_RA, P_RB, P_WA, P_WB, add3,
+                                                           add_column, add_outer,
+                                                           angular_row_vjp, axis_row_vjp,
+                                                           ball_turn_vjp, clip_vjp,
+                                                           coordinate_vjp, cross_vjp, drift_vjp,
+                                                           joint_pose_vjp, point_row_vjp,
+                                                           turn_parts_vjp)
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows import contacts_numba as cn
 from symphys.physics.kernels.rows.contacts_grad import contact_vjp
-from symphys.physics.kernels.rows.joints_numba import (
-    BALL,
-    axis_row,
-    coordinate,
-    drift,
-    joint_pose,
-    limit_parts,
-)
-from symphys.physics.kernels.rows.rows_numba import (
-    ARMATURE,
-    DIR_A,
-    DIR_B,
-    DRY,
-    FIXED,
-    GAIN,
-    GAMMA,
-    GRAVITY,
-    HINGE,
-    I_A,
-    I_AXIS,
-    I_B,
-    I_INDEX,
-    I_JOINT,
-    I_KIND,
-    I_ROW,
-    I_SUB,
-    INERTIA,
-    INV_INERTIA,
-    JAC_A,
-    JAC_B,
-    LOWER,
-    MASS,
-    MAX_TORQUE,
-    MAX_VELOCITY,
-    MOTOR_DAMPING,
-    O_DAMPING,
-    O_DT,
-    O_FEEDBACK,
-    O_GYRO,
-    O_ISOTROPIC,
-    PLANAR,
-    POSITION,
-    ROW_WIDTH,
-    SLIDER,
-    SPRING,
-    SPRING_REF,
-    STIFFNESS,
-    TARGET,
-    UNIVERSAL,
-    UPPER,
-    VELOCITY_DAMPING,
-    VISCOUS,
-    V,
-    W,
-    forces,
-    inverse_inertia,
-    start_rate,
-    torque_impulses,
-)
+from symphys.physics.kernels.rows.joints_numba import (BALL, axis_row, coordinate, drift,
+                                                       joint_pose, limit_parts)
+from symphys.physics.kernels.rows.rows_numba import (ARMATURE, DIR_A, DIR_B, DRY, FIXED, GAIN,
+                                                     GAMMA, GRAVITY, HINGE, I_A, I_AXIS, I_B,
+                                                     I_IMPLICIT, I_INDEX, I_JOINT, I_KIND, I_ROW,
+                                                     I_SUB, INERTIA, INV_INERTIA, JAC_A, JAC_B,
+                                                     LOWER, MASS, MAX_TORQUE, MAX_VELOCITY,
+                                                     MOTOR_DAMPING, O_DAMPING, O_DT, O_FEEDBACK,
+                                                     O_GYRO, O_ISOTROPIC, PLANAR, POSITION,
+                                                     ROW_WIDTH, SLIDER, SPRING, SPRING_REF,
+                                                     STIFFNESS, TARGET, UNIVERSAL, UPPER,
+                                                     VELOCITY_DAMPING, VISCOUS, V, W, drag_motor,
+                                                     forces, inverse_inertia, start_rate,
+                                                     torque_impulses)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")
@@ -305,21 +247,25 @@ def servo_vjp(s, joint, motor, action, servos, motor_consts, dt, body, inv_i, g_
 # ---------------------------------------------------------- drags and joints
 
 @leaf
-def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_inv_i, gp, row,
-             grow):
-    """Pullback of `rows_numba.drag_rows` (K = I_a + c dt + k dt^2; the
-    target (I_a q'_start - k dt (q_start - q_s)) / K reads the row's J, the
-    state's velocities and the joint coordinate)."""
+def drag_vjp(s, joint, motor, action, drags, motor_consts, dt, body, inv_i, g_rows, g_s, g_body,
+             g_joint, g_motor, g_action, g_inv_i, gp, row, grow):
+    """Pullback of `rows_numba.drag_rows` (K = I_a + (c + kv) dt + (k + kp)
+    dt^2; the target (I_a q'_start - k dt (q_start - q_s) - kp dt q_start
+    + gain command dt) / K reads the row's J, the state's velocities, the
+    joint coordinate and the implicit motor's gains and command)."""
     for q in range(drags.shape[0]):
         kind, a, b, j, r = (drags[q, I_KIND], drags[q, I_A], drags[q, I_B], drags[q, I_INDEX],
                             drags[q, I_ROW])
+        m = drags[q, I_IMPLICIT]
+        kp, kv, gain, command = drag_motor(motor, action, motor_consts, m)
         pose = joint_pose(s, joint[j], a, b)
         axis_b = vn.column(pose[4], 0)
         row[:] = 0.0
         m_eff = axis_row(row, kind, axis_b, pose, a, b, body, inv_i)
         armature, spring = joint[j, ARMATURE], joint[j, SPRING]
-        big_k = armature + joint[j, VISCOUS] * dt + spring * dt * dt
-        stretch = coordinate(kind, 0, pose) - joint[j, SPRING_REF]
+        big_k = armature + (joint[j, VISCOUS] + kv) * dt + (spring + kp) * dt * dt
+        coord = coordinate(kind, 0, pose)
+        stretch = coord - joint[j, SPRING_REF]
         for k in range(ROW_WIDTH):
             grow[k] = g_rows[r, k] + g_rows[r + 1, k]
         g_mass = g_rows[r, MASS]
@@ -330,25 +276,37 @@ def drag_vjp(s, joint, drags, dt, body, inv_i, g_rows, g_s, g_body, g_joint, g_i
             g_m += g_mass * big_k * big_k / (den * den)
             g_k += g_mass * m_eff * m_eff / (den * den)
         g_armature = 0.0
-        g_stretch = 0.0
+        g_coord = 0.0
+        g_kp = 0.0
+        g_drive = 0.0         # of gain command
         if abs(big_k) > vn.EPS:
             g_k -= g_rows[r, GAMMA] / (big_k * big_k)
-            # target = N / K, N = I_a jv - k dt stretch, jv = J v_start
+            # target = N / K, N = I_a jv - k dt stretch + (g u - kp q) dt, jv = J v_start
             jv = start_rate(row, s, a, b)
-            numerator = armature * jv - spring * dt * stretch
+            numerator = armature * jv - spring * dt * stretch + (gain * command - kp * coord) * dt
             g_n = g_rows[r, TARGET] / big_k
             g_k -= g_n * numerator / big_k
             g_armature += g_n * jv
             g_joint[j, SPRING] -= g_n * dt * stretch
             g_stretch = -g_n * spring * dt
             g_joint[j, SPRING_REF] -= g_stretch
+            g_kp -= g_n * dt * coord
+            g_drive = g_n * dt
+            g_coord = g_stretch - g_n * kp * dt
             start_rate_vjp(row, s, a, b, g_n * armature, grow, g_s)
         g_joint[j, VISCOUS] += dt * g_k
         g_joint[j, ARMATURE] += g_k + g_armature
         g_joint[j, SPRING] += dt * dt * g_k
         g_joint[j, DRY] += dt * (g_rows[r + 1, UPPER] - g_rows[r + 1, LOWER])
+        if m >= 0:
+            g_motor[m, MOTOR_DAMPING] += dt * g_k
+            g_motor[m, STIFFNESS] += dt * dt * g_k + g_kp
+            g_motor[m, GAIN] += g_drive * command
+            g_act, _, _ = clip_vjp(action[m], motor_consts[m, 0], motor_consts[m, 1],
+                                   g_drive * gain)
+            g_action[m] += g_act
         gp[:] = 0.0
-        coordinate_vjp(kind, 0, pose, g_stretch, gp)
+        coordinate_vjp(kind, 0, pose, g_coord, gp)
         g_d = axis_row_vjp(grow, g_m, kind, axis_b, pose, a, b, body, inv_i, g_body, g_inv_i, gp)
         add_column(gp, P_WB, 0, g_d)
         joint_pose_vjp(s, joint[j], a, b, gp, g_s, g_joint[j])
@@ -493,7 +451,8 @@ def rows_vjp(state, body, world, joint, motor, geom, action, contacts, joints, d
         gr = g_rows[w]
         servo_vjp(s, pj, pm, action[w], servos, motor_consts, dt, pb, inv_i, gr, gs, gb, gj, gm,
                   g_action[w], g_inv_i, gp)
-        drag_vjp(s, pj, drags, dt, pb, inv_i, gr, gs, gb, gj, g_inv_i, gp, row, grow)
+        drag_vjp(s, pj, pm, action[w], drags, motor_consts, dt, pb, inv_i, gr, gs, gb, gj, gm,
+                 g_action[w], g_inv_i, gp, row, grow)
         joint_vjp(s, pj, joints, joint_consts, options, pb, inv_i, vel, gr, g_vel, gs, gb, gj,
                   g_inv_i, gp)
         contact_vjp(s, pb, pg, pw, options, contacts, articulated, inv_i, vel, gr, g_tau[w],

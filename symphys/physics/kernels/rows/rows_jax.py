@@ -314,19 +314,36 @@ def _joint_rows(w, joints, consts, joint, bodies, options):
     return block, count
 
 
-def _drag_rows(drags, joint, bodies, start, options):
-    """Bearing losses, armature and springs: a soft (FREE) row of gamma 1/K
-    aiming at (I_a q'_start - k dt (q_start - q_s)) / K (K = I_a + c dt +
-    k dt^2; start (N, 6): the step's starting velocities) and a
-    dry-friction (BOX) row per item."""
+def _drag_motor(drags, motor, action, consts):
+    """(kp, kv, gain command) (K,) of the implicit motor each drag item
+    carries (`Item.IMPLICIT`), 0 where none."""
+    m = drags[:, Item.IMPLICIT]
+    if motor.shape[0] == 0:
+        zero = jnp.zeros(m.shape, motor.dtype)
+        return zero, zero, zero
+    held = m >= 0
+    mi = jnp.clip(m, 0, motor.shape[0] - 1)
+    mp = motor[mi]
+    drive = mp[:, MOTOR.at("gain")] * clip(action[mi], consts[mi, 0], consts[mi, 1])
+    return tuple(jnp.where(held, x, 0.0) for x in (mp[:, MOTOR.at("stiffness")],
+                                                   mp[:, MOTOR.at("damping")], drive))
+
+
+def _drag_rows(drags, joint, motor, action, consts, bodies, start, options):
+    """Bearing losses, armature, springs and implicit motors: a soft (FREE)
+    row of gamma 1/K aiming at (I_a q'_start - k dt (q_start - q_s)
+    + (gain command - kp q_start) dt) / K (K = I_a + (c + kv) dt + (k + kp)
+    dt^2; start (N, 6): the step's starting velocities) and a dry-friction
+    (BOX) row per item."""
     dt = options[Option.DT]
     kind, a, b = drags[:, Item.KIND], drags[:, Item.A], drags[:, Item.B]
     jp = joint[drags[:, Item.INDEX]]
+    kp, kv, drive = _drag_motor(drags, motor, action, consts)
     pose = joint_pose(jp, a, b, bodies.x, bodies.rot)
     angular = (kind == _HINGE) | (kind == _UNIVERSAL)
     jac_a, jac_b, dir_a, dir_b, m_eff = bodies.axis_row(angular, pose["axis_b"], pose, a, b)
     armature, spring = jp[:, JOINT.at("armature")], jp[:, JOINT.at("spring_stiffness")]
-    big_k = armature + jp[:, JOINT.at("viscous")] * dt + spring * dt * dt
+    big_k = armature + (jp[:, JOINT.at("viscous")] + kv) * dt + (spring + kp) * dt * dt
     q = jnp.where(angular, hinge_angle(pose), dot(pose["error"], pose["axis_b"]))
     stretch = q - jp[:, JOINT.at("spring_reference")]
     den = big_k + m_eff
@@ -335,8 +352,9 @@ def _drag_rows(drags, joint, bodies, start, options):
     rate = _start_rate(jac_a, jac_b, start, a, b)
     bound = jp[:, JOINT.at("dry")] * dt
     viscous = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_visc, safe_div(1.0, big_k),
-                         safe_div(armature * rate - spring * dt * stretch, big_k), 1.0, -INF,
-                         INF, 0.0)
+                         safe_div(armature * rate - spring * dt * stretch + (drive - kp * q) * dt,
+                                  big_k),
+                         1.0, -INF, INF, 0.0)
     dry = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_eff, 0.0, 0.0, 1.0, -bound, bound, 0.0)
     return jnp.stack([viscous, dry], axis=1), 2 + 0 * a
 
@@ -415,7 +433,8 @@ def _world(state, body, world, joint, motor, geom, action, contacts, joints, dra
         block, count = _joint_rows(V[:, 3:], joints, joint_consts, joint, bodies, options)
         rows = _scatter(rows, joints, block, count)
     if drags.shape[0]:
-        rows = _scatter(rows, drags, *_drag_rows(drags, joint, bodies, start, options))
+        rows = _scatter(rows, drags, *_drag_rows(drags, joint, motor, action, motor_consts,
+                                                 bodies, start, options))
     if servos.shape[0]:
         rows = _scatter(rows, servos, *_servo_rows(servos, joint, motor, action, motor_consts,
                                                    bodies, options))

@@ -44,7 +44,8 @@ from symphys.scene.elements import JointType, MotorMode
 jit, leaf = vn.jit, vn.leaf
 I_KIND, I_SUB, I_A, I_B = int(Item.KIND), int(Item.SUB), int(Item.A), int(Item.B)
 I_INDEX, I_JOINT, I_AXIS, I_ROW = int(Item.INDEX), int(Item.JOINT), int(Item.AXIS), int(Item.ROW)
-I_GA, I_GB, I_FLIP = int(Item.GA), int(Item.GB), int(Item.FLIP)
+I_GA, I_GB, I_FLIP, I_IMPLICIT = int(Item.GA), int(Item.GB), int(Item.FLIP), \
+    int(Item.IMPLICIT)
 O_DT, O_FEEDBACK, O_THRESHOLD = int(Option.DT), int(Option.FEEDBACK), \
     int(Option.RESTITUTION_THRESHOLD)
 O_SOFT, O_GYRO, O_DAMPING, O_ROLLING = int(Option.SOFT_CONTACTS), int(Option.GYROSCOPIC), \
@@ -332,26 +333,40 @@ def start_rate(row, s, a, b):
 
 
 @leaf
-def drag_rows(s, joint, drags, options, body, inv_i, out):
-    """Bearing-loss, armature and spring rows (`drives.drag_rows`): with
-    K = I_a + c dt + k dt^2, a soft row of gamma 1/K aiming at
-    (I_a q'_start - k dt (q_start - q_s)) / K, and the dry row."""
+def drag_motor(motor, action, motor_consts, m):
+    """(kp, kv, gain, command): the stiffness, damping, gain and clipped
+    command of the implicit motor m a drag row carries; zeros when m < 0."""
+    if m < 0:
+        return 0.0, 0.0, 0.0, 0.0
+    return (motor[m, STIFFNESS], motor[m, MOTOR_DAMPING], motor[m, GAIN],
+            vn.clip(action[m], motor_consts[m, 0], motor_consts[m, 1]))
+
+
+@leaf
+def drag_rows(s, joint, motor, action, drags, motor_consts, options, body, inv_i, out):
+    """Bearing-loss, armature, spring and implicit-motor rows
+    (`drives.drag_rows`): with K = I_a + (c + kv) dt + (k + kp) dt^2, a soft
+    row of gamma 1/K aiming at (I_a q'_start - k dt (q_start - q_s)
+    - kp dt q_start + gain command dt) / K, and the dry row."""
     dt = options[O_DT]
     for q in range(drags.shape[0]):
         kind, a, b, j, r = (drags[q, I_KIND], drags[q, I_A], drags[q, I_B], drags[q, I_INDEX],
                             drags[q, I_ROW])
+        kp, kv, gain, command = drag_motor(motor, action, motor_consts, drags[q, I_IMPLICIT])
         pose = joint_pose(s, joint[j], a, b)
         axis_b = vn.column(pose[4], 0)
         m_eff = axis_row(out[r], kind, axis_b, pose, a, b, body, inv_i)
         for k in range(ROW_WIDTH):
             out[r + 1, k] = out[r, k]
         armature, spring = joint[j, ARMATURE], joint[j, SPRING]
-        big_k = armature + joint[j, VISCOUS] * dt + spring * dt * dt
-        stretch = coordinate(kind, 0, pose) - joint[j, SPRING_REF]
+        big_k = armature + (joint[j, VISCOUS] + kv) * dt + (spring + kp) * dt * dt
+        coord = coordinate(kind, 0, pose)
+        stretch = coord - joint[j, SPRING_REF]
         out[r, MASS] = big_k * m_eff / (big_k + m_eff)
         out[r, GAMMA] = vn.safe_div(1.0, big_k)
         out[r, TARGET] = vn.safe_div(armature * start_rate(out[r], s, a, b)
-                                     - spring * dt * stretch, big_k)
+                                     - spring * dt * stretch
+                                     + (gain * command - kp * coord) * dt, big_k)
         out[r, KEEP] = 1.0
         bound = joint[j, DRY] * dt
         out[r + 1, MASS] = m_eff
@@ -379,7 +394,8 @@ def torque_impulses(s, joint, motor, action, torques, motor_consts, options, bod
                     vel, row):
     """Direct-torque motors' impulses clip(torque dt, +-max_torque dt),
     torque = gain command - stiffness q - damping q' (q, q' at the step's
-    start), applied to vel (N, 6) in place; row (ROW.width,) is scratch."""
+    start), applied to vel (N, 6) in place; row (ROW.width,) is scratch
+    (implicit motors are not among them: their joints' drag rows hold them)."""
     dt = options[O_DT]
     for q in range(torques.shape[0]):
         row[:] = 0.0
@@ -437,6 +453,6 @@ def rows(state, body, world, joint, motor, geom, action, contacts, joints, drags
         contact_rows(s, pb, pg, pw, options, contacts, articulated, inv_i, v_free[w], out[w],
                      tau[w], tape, late, cs, cb)
         joint_rows(s, pj, joints, joint_consts, options, pb, inv_i, v_free[w], out[w])
-        drag_rows(s, pj, drags, options, pb, inv_i, out[w])
+        drag_rows(s, pj, pm, action[w], drags, motor_consts, options, pb, inv_i, out[w])
         servo_rows(s, pj, pm, action[w], servos, motor_consts, options, pb, inv_i, out[w])
     return v_free, out, tau
