@@ -109,13 +109,17 @@ def body_impact_fraction(model: StepModel, taus, like):
 def articulation_rows(model: StepModel, state: State, mob, V):
     """(rows, V): joint, limit, joint-friction and servo rows at the current
     pose, in the order the solver sweeps them, and the velocities V
-    (B, N, 6) after direct-torque motors' impulses.
+    (B, N, 6) after direct-torque motors' impulses. The joints' drift
+    correction reads the velocities before those impulses: a motor's
+    impulse on a light link is taken back by its joint in the same solve,
+    and the drift of the free spin it would give breaks the joint.
 
     Servo rows go last, so that when the sweeps stop a servo's rate and
     torque limits hold exactly; joint rows go before them, in reverse block
     order. On the A3 arm (20 sweeps) servos swept first turned at up to
     2.1 rad/s against their 0.79 rad/s limit; in this order, 0.79."""
     scene, dt = model.scene, model.scene.dt
+    _, w = velocity_components(V)
     servos = []
     for block in model.motor_blocks:
         row, impulse = motor_rows(block, scene, model.frames, model.motors, mob, state,
@@ -129,7 +133,6 @@ def articulation_rows(model: StepModel, state: State, mob, V):
                                       state, model.action)]
     rows = []
     if model.joint_blocks:
-        _, w = velocity_components(V)
         for block in model.joint_blocks:
             rows += joint_rows(block, scene, model.frames, mob, state, w,
                                scene.solver.position_feedback, dt)

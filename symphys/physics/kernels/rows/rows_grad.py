@@ -422,6 +422,7 @@ def rows_vjp(state, body, world, joint, motor, geom, action, contacts, joints, d
     g_action = np.zeros_like(action)
     vel = np.empty((n, 6))
     g_vel = np.empty((n, 6))
+    before, g_before = np.empty((n, 6)), np.empty((n, 6))   # before the motors' impulses
     inv_i = np.empty((n, 9))
     g_inv_i = np.empty((n, 9))
     gp = np.zeros((5, 9))
@@ -444,22 +445,25 @@ def rows_vjp(state, body, world, joint, motor, geom, action, contacts, joints, d
         gs, gb, gw, gj, gm = g_state[w], g_body[ib], g_world[iw], g_joint[ij], g_motor[im]
         forces(s, pb, pw, options, vel)
         inverse_inertia(s, pb, options, inv_i)
+        before[:] = vel
         torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i, vel,
                         row)
         g_vel[:] = g_v_free[w]
+        g_before[:] = 0.0
         g_inv_i[:] = 0.0
         gr = g_rows[w]
         servo_vjp(s, pj, pm, action[w], servos, motor_consts, dt, pb, inv_i, gr, gs, gb, gj, gm,
                   g_action[w], g_inv_i, gp)
         drag_vjp(s, pj, pm, action[w], drags, motor_consts, dt, pb, inv_i, gr, gs, gb, gj, gm,
                  g_action[w], g_inv_i, gp, row, grow)
-        joint_vjp(s, pj, joints, joint_consts, options, pb, inv_i, vel, gr, g_vel, gs, gb, gj,
-                  g_inv_i, gp)
+        joint_vjp(s, pj, joints, joint_consts, options, pb, inv_i, before, gr, g_before, gs, gb,
+                  gj, g_inv_i, gp)
         contact_vjp(s, pb, pg, pw, options, contacts, articulated, inv_i, vel, gr, g_tau[w],
                     g_vel, gs, gb, gg, gw, g_inv_i, row, grow, tape, per_body, winner, cs, cb,
                     gcs, gcb)
         torque_vjp(s, pj, pm, action[w], torques, motor_consts, dt, pb, inv_i, g_vel, gs, gb,
                    gj, gm, g_action[w], g_inv_i, gp, row, grow)
+        g_vel += g_before
         forces_vjp(s, pb, pw, options, g_vel, gs, gb, gw)
         inverse_inertia_vjp(s, pb, options, g_inv_i, gs, gb)
     return g_state, g_body, g_world, g_joint, g_motor, g_geom, g_action

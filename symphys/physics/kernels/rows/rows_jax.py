@@ -421,6 +421,7 @@ def _world(state, body, world, joint, motor, geom, action, contacts, joints, dra
     inv_i = jnp.where(options[Option.ISOTROPIC] > 0, iso, world_inv)
     bodies = _Bodies(state[:, STATE.position], rot, body[:, BODY.at("inv_mass")], inv_i)
     V = jnp.concatenate([v, w], axis=-1)
+    before = V          # before the motors' impulses: the joints' drift reads these
     start = jnp.concatenate([state[:, STATE.velocity], state[:, STATE.angular_velocity]], axis=-1)
     V = _apply_torques(V, torques, joint, motor, action, motor_consts, bodies, start, options)
     rows = jnp.zeros((rows_table.shape[0], ROW.width), V.dtype)
@@ -430,7 +431,7 @@ def _world(state, body, world, joint, motor, geom, action, contacts, joints, dra
                                           options)
         rows = _scatter(rows, contacts, block, count)
     if joints.shape[0]:
-        block, count = _joint_rows(V[:, 3:], joints, joint_consts, joint, bodies, options)
+        block, count = _joint_rows(before[:, 3:], joints, joint_consts, joint, bodies, options)
         rows = _scatter(rows, joints, block, count)
     if drags.shape[0]:
         rows = _scatter(rows, drags, *_drag_rows(drags, joint, motor, action, motor_consts,

@@ -439,6 +439,7 @@ def rows(state, body, world, joint, motor, geom, action, contacts, joints, drags
     inv_i = np.empty((n, 9))
     row, tape, late = np.empty(ROW_WIDTH), np.empty((contacts.shape[0], 4)), np.empty(n)
     cs, cb = np.empty((2, state.shape[2])), np.empty((2, body.shape[2]))
+    before = np.empty((n, 6))     # velocities before the motors' impulses (the joints' drift)
     for w in range(n_worlds):
         s = state[w]
         pb = body[w if body.shape[0] > 1 else 0]
@@ -448,11 +449,12 @@ def rows(state, body, world, joint, motor, geom, action, contacts, joints, drags
         pg = geom[w if geom.shape[0] > 1 else 0]
         forces(s, pb, pw, options, v_free[w])
         inverse_inertia(s, pb, options, inv_i)
+        before[:] = v_free[w]
         torque_impulses(s, pj, pm, action[w], torques, motor_consts, options, pb, inv_i,
                         v_free[w], row)
         contact_rows(s, pb, pg, pw, options, contacts, articulated, inv_i, v_free[w], out[w],
                      tau[w], tape, late, cs, cb)
-        joint_rows(s, pj, joints, joint_consts, options, pb, inv_i, v_free[w], out[w])
+        joint_rows(s, pj, joints, joint_consts, options, pb, inv_i, before, out[w])
         drag_rows(s, pj, pm, action[w], drags, motor_consts, options, pb, inv_i, out[w])
         servo_rows(s, pj, pm, action[w], servos, motor_consts, options, pb, inv_i, out[w])
     return v_free, out, tau
