@@ -167,7 +167,7 @@ def step(model: StepModel, state: State) -> State:
         if rows:
             if options.method is SolverMethod.NEWTON:
                 acting = [(p.geom.gap <= 0) | p.reaches for p in pre]
-                V = newton.solve(rows, acting, V, mob, options.iterations,
+                V = newton.solve(rows, acting, V, mob, options.newton_iterations,
                                  options.bound_softness)
             else:
                 V = solve(rows, V, options.iterations, options.friction_model)
