@@ -34,7 +34,7 @@ import pytensor.tensor as pt
 from pytensor.gradient import disconnected_grad
 
 from symphys.errors import BackendError
-from symphys.loop.adjoint import close_over, loop_with_adjoint
+from symphys.adjoint import close_over, loop_with_adjoint
 from symphys.physics.solver import BoundedRow, ContactRows, Mobility, RowGroup, _pair_sum
 
 # Equality rows' compliance added to their own, relative to their inverse
