@@ -1,15 +1,18 @@
 """The converged solve (`newton_numba`, solver method "newton"): its
 block-tree factorization, its optimality at the answer, its implicit
-pullback against central differences, and the reference graph's refusal."""
+pullback against central differences, and the reference graph's Newton
+solve (`symphys.physics.newton`) against the kernels'."""
 
 import dataclasses
 
 import numpy as np
 import pytest
 
+from kernel_scenes import FEATURES
+from test_kernels_reference import check_scene, kernel_step
+
 import symphys as sp
-from symphys.compiler.reference_step import numeric_inputs
-from symphys.errors import BackendError
+from symphys.compiler.reference_step import numeric_inputs, reference_step_function
 from symphys.physics.kernels.layout import ROW, Bound, build_layout
 from symphys.physics.kernels.rows import rows_numba
 from symphys.physics.kernels.solve import newton_grad as ng
@@ -172,13 +175,68 @@ def test_the_pullback_matches_central_differences(problem, group):
     assert analytic == pytest.approx(numeric, rel=1e-6, abs=1e-9)
 
 
-def test_the_reference_graph_refuses_newton():
-    """The reference graph (the C VM) has no Newton solve yet: a clear error."""
-    scene = _scene()
-    scene = dataclasses.replace(scene, solver=dataclasses.replace(
-        scene.solver, method=SolverMethod.NEWTON))
-    with pytest.raises(BackendError, match="'newton' runs on the fused kernels only"):
-        sp.simulate(scene, 2, action=[0.0], backend="cvm")
+def _newton(scene):
+    """The scene solved by Newton's method to the end: the reference graph
+    takes all 15 steps, the kernels stop at a residual of 1e-14."""
+    return dataclasses.replace(scene, solver=dataclasses.replace(
+        scene.solver, method=SolverMethod.NEWTON, newton_iterations=15, tolerance=1e-14))
+
+
+NEWTON_SCENES = {"newton-rows": _scene, **FEATURES}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """name -> (the scene solved by Newton, its reference step and VJP),
+    each built once."""
+    built = {}
+
+    def get(name):
+        if name not in built:
+            scene = _newton(NEWTON_SCENES[name]())
+            built[name] = scene, reference_step_function(scene, gradient=True)
+        return built[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", sorted(NEWTON_SCENES))
+def test_the_reference_graph_solves_as_the_kernels(reference, name):
+    """The reference graph's Newton solve (`symphys.physics.newton`) against
+    the Numba kernels', three steps from two states: the states to 1e-10,
+    its unrolled gradient against their implicit pullback to 1e-7 (joints
+    as stiff as `STIFF` = 1e-8 make the Hessian's condition about 1e8, and
+    the two differ by that times the rounding: measured up to 1.2e-8)."""
+    scene, functions = reference(name)
+    check_scene(scene, seed=3, count=1, steps=3, functions=functions, gradient_tolerance=1e-7)
+
+
+def test_the_unrolled_gradient_over_three_steps_is_the_implicit_one(reference):
+    """d loss / d (initial state, parameters) over three steps,
+    through the reference graph's unrolled Newton steps and through the
+    kernels' implicit pullbacks, agree to 1e-7 of their largest entry (as
+    in the test above)."""
+    scene, (ref, ref_vjp) = reference("newton-rows")
+    layout = build_layout(scene)
+    names = ("state", "body", "world", "joint", "motor", "geom", "action")
+    xs = [numeric_inputs(scene, action=np.array([[0.2]]))]
+    for _ in range(3):
+        xs.append(dict(xs[-1], state=ref(*(xs[-1][k] for k in names))))
+    g = np.random.default_rng(4).normal(size=xs[0]["state"].shape)
+    mine, theirs = None, None
+    g_mine, g_theirs = g, g
+    for x in xs[-2::-1]:
+        want = ref_vjp(*(x[k] for k in names), g_theirs)
+        _, got = kernel_step(x, layout, g_mine)
+        theirs = want if theirs is None else [want[0]] + [a + b for a, b in
+                                                          zip(theirs[1:], want[1:])]
+        mine = got if mine is None else [got[0]] + [a + b for a, b in zip(mine[1:], got[1:])]
+        g_theirs, g_mine = want[0], got[0]
+    for name, got, want in zip(names, mine, theirs):
+        scale = np.abs(want).max(initial=0.0)
+        # The servo holds the arm at its torque limit: no gradient to its command.
+        assert scale > 1e-6 or name in ("geom", "action"), name
+        assert np.abs(got - want).max(initial=0.0) <= 1e-7 * scale, name
 
 
 def test_a_heavy_load_on_light_links_follows_mujoco():

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.tensor as pt
 
-from symphys.errors import BackendError
+from symphys.physics import newton
 from symphys.physics.algebra import Vec3, cross, matTvec, matvec, renormalise, rotate_by
 from symphys.physics.contacts import STATIC, ContactBlock, Gather, contact_geometry
 from symphys.physics.geoms import GeomArrays
@@ -169,12 +169,11 @@ def step(model: StepModel, state: State) -> State:
         v_free, w_free = velocity_components(V)
         if rows:
             if options.method is SolverMethod.NEWTON:
-                raise BackendError(
-                    "solver method 'newton' runs on the fused kernels only so far; this "
-                    "graph is the reference (the C VM, JAX by default, or rewrites switched "
-                    "off): use backend='numba', JAX inside "
-                    "symphys.compiler.rewrites.switched(True), or the solver method 'pgs'")
-            V = solve(rows, V, options.iterations, options.friction_model)
+                acting = [(p.geom.gap <= 0) | p.reaches for p in pre]
+                V = newton.solve(rows, acting, V, mob, options.newton_iterations,
+                                 options.bound_softness)
+            else:
+                V = solve(rows, V, options.iterations, options.friction_model)
         v, w = velocity_components(V)
         v_move, w_move = v, w
         if pre:

@@ -212,7 +212,7 @@ class SolverOptions:
     method: `SolverMethod`: projected Gauss-Seidel (PGS, the paper's) or
       Newton's method on the convex problem of the rows (NEWTON: joints
       exact, bounded rows soft by `bound_softness`, friction on a pyramid
-      of edges; converged to `tolerance`; the fused kernels only so far).
+      of edges; converged to `tolerance`).
     iterations: PGS sweeps per step, 1 to `MAX_ITERATIONS`.
     newton_iterations: NEWTON: at most this many Newton steps, 1 to
       `MAX_ITERATIONS` (it stops sooner at `tolerance`; the reference graph

@@ -187,7 +187,9 @@ def solve_vjp(v_free, rows, rows_table, state, body, options, order, pair, later
                     for k in range(6):
                         gcon[e, C_JAC + 6 + k] = lam[e] * w_v[b, k] - jw / c * vw[b, k]
             else:
-                if lam[e] == con[e, C_LO]:
+                # The side its unclamped impulse left by (not lam == lo: a box
+                # of zero width, dry friction 0, has lo == hi).
+                if con[e, C_TARGET] - y[e] < c * con[e, C_LO]:
                     gcon[e, C_LO] = jw
                 else:
                     gcon[e, C_HI] = jw
