@@ -168,8 +168,6 @@ def test_gradients_of_an_imported_link_length_and_gain_match_central_differences
      "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "joint 'j'", "armature"),
     ("<mujoco><worldbody><body name='a'><joint name='j' type='ball' stiffness='3'/>"
      "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "joint 'j'", "stiffness"),
-    ("<mujoco><worldbody><body name='a'><joint type='slide'/><joint type='hinge'/>"
-     "<geom type='sphere' size='.1'/></body></worldbody></mujoco>", "body 'a'", "2 joints"),
     ("<mujoco><worldbody><body name='a'><freejoint/><geom name='c' type='cylinder' "
      "size='.1 .2'/></body></worldbody></mujoco>", "geom 'c'", "cylinders_as_capsules"),
     ("<mujoco><worldbody><body name='a'><freejoint/><geom name='e' type='ellipsoid' "
