@@ -7,20 +7,11 @@ from __future__ import annotations
 
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.geometry import shapes_numba as sn
-from symphys.physics.kernels.geometry.geometry_grad import (
-    add_outer,
-    clip_vjp,
-    cross_vjp,
-    normalize_vjp,
-)
-from symphys.physics.kernels.geometry.shapes_grad import (
-    add_box_point,
-    add_box_vjp,
-    add_column,
-    box_box_vjp,
-    segment_pair_vjp,
-    sphere_box_vjp,
-)
+from symphys.physics.kernels.geometry.geometry_grad import (add_outer, clip_vjp, cross_vjp,
+                                                            normalize_vjp)
+from symphys.physics.kernels.geometry.shapes_grad import (add_box_point, add_box_vjp, add_column,
+                                                          box_box_vjp, segment_pair_vjp,
+                                                          sphere_box_vjp)
 from symphys.physics.kernels.layout import BODY, STATE
 from symphys.physics.kernels.rows import contacts_numba as cn
 

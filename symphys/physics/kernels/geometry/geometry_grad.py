@@ -16,21 +16,9 @@ from __future__ import annotations
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, STATE
 from symphys.physics.kernels.rows import contacts_numba as cn
-from symphys.physics.kernels.rows.joints_numba import (
-    ANCHOR_A,
-    ANCHOR_B,
-    BALL,
-    DA,
-    DB,
-    FRAME_A,
-    FRAME_B,
-    HINGE,
-    JA,
-    JB,
-    UNIVERSAL,
-    _frame,
-    turn_parts,
-)
+from symphys.physics.kernels.rows.joints_numba import (ANCHOR_A, ANCHOR_B, BALL, DA, DB, FRAME_A,
+                                                       FRAME_B, HINGE, JA, JB, UNIVERSAL, _frame,
+                                                       turn_parts)
 
 jit, leaf = vn.jit, vn.leaf
 X, R = STATE.at("position"), STATE.at("rotation")

@@ -14,27 +14,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from symphys.physics.contacts import ContactKind
-from symphys.physics.kernels.geometry.shapes_jax import (
-    ball_box,
-    box_box,
-    capsule_box,
-    corner_signs,
-    segments,
-)
+from symphys.physics.kernels.geometry.shapes_jax import (ball_box, box_box, capsule_box,
+                                                         corner_signs, segments)
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, GEOM, JOINT, WORLD
-from symphys.physics.kernels.vec_jax import (
-    clip,
-    cross,
-    dot,
-    matmul,
-    matvec,
-    maximum,
-    normalize,
-    safe_atan2,
-    safe_div,
-    scale,
-    unit,
-)
+from symphys.physics.kernels.vec_jax import (clip, cross, dot, matmul, matvec, maximum, normalize,
+                                             safe_atan2, safe_div, scale, unit)
 
 
 # -- rows -------------------------------------------------------------------------

@@ -11,12 +11,8 @@ import math
 
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.geometry import shapes_numba as sn
-from symphys.physics.kernels.geometry.geometry_grad import (
-    add_outer,
-    clip_vjp,
-    cross_vjp,
-    normalize_vjp,
-)
+from symphys.physics.kernels.geometry.geometry_grad import (add_outer, clip_vjp, cross_vjp,
+                                                            normalize_vjp)
 from symphys.physics.kernels.layout import BODY, STATE
 from symphys.physics.kernels.rows import contacts_numba as cn
 from symphys.physics.shapes import PARALLEL

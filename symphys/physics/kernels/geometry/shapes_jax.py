@@ -11,17 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from symphys.physics import shapes
-from symphys.physics.kernels.vec_jax import (
-    clip,
-    cross,
-    dot,
-    matTvec,
-    matvec,
-    normalize,
-    safe_div,
-    scale,
-    unit,
-)
+from symphys.physics.kernels.vec_jax import (clip, cross, dot, matTvec, matvec, normalize, safe_div,
+                                             scale, unit)
 from symphys.physics.shapes import COINCIDENT, EDGE_BIAS, FAR, PARALLEL
 
 

@@ -17,36 +17,12 @@ from symphys.physics.kernels.geometry.geoms_grad import side_geometry_vjp
 from symphys.physics.kernels.layout import STATE
 from symphys.physics.kernels.rows import contacts_numba as cn
 from symphys.physics.kernels.rows.joints_numba import point_row
-from symphys.physics.kernels.rows.rows_numba import (
-    DAMPING_RATIO,
-    FREQUENCY,
-    FRICTION,
-    G_FRICTION,
-    G_RESTITUTION,
-    G_ROLL,
-    GAMMA,
-    HEIGHT,
-    I_A,
-    I_B,
-    I_FLIP,
-    I_GA,
-    I_GB,
-    I_KIND,
-    I_ROW,
-    I_SUB,
-    MASS,
-    MU,
-    O_DT,
-    O_ROLLING,
-    O_SOFT,
-    O_THRESHOLD,
-    RESTITUTION,
-    ROLL,
-    ROW_WIDTH,
-    TARGET,
-    normal_target,
-    restitutions,
-)
+from symphys.physics.kernels.rows.rows_numba import (DAMPING_RATIO, FREQUENCY, FRICTION, G_FRICTION,
+                                                     G_RESTITUTION, G_ROLL, GAMMA, HEIGHT, I_A, I_B,
+                                                     I_FLIP, I_GA, I_GB, I_KIND, I_ROW, I_SUB, MASS,
+                                                     MU, O_DT, O_ROLLING, O_SOFT, O_THRESHOLD,
+                                                     RESTITUTION, ROLL, ROW_WIDTH, TARGET,
+                                                     normal_target, restitutions)
 
 jit, leaf = vn.jit, vn.leaf
 ROT = STATE.at("rotation")

@@ -10,16 +10,9 @@ from __future__ import annotations
 
 from symphys.physics.contacts import ContactKind
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.geometry.shapes_numba import (
-    box_box,
-    box_corner,
-    box_edge,
-    box_point,
-    capsule_edge_exists,
-    segment_pair,
-    segments_cross,
-    sphere_box_local,
-)
+from symphys.physics.kernels.geometry.shapes_numba import (box_box, box_corner, box_edge, box_point,
+                                                           capsule_edge_exists, segment_pair,
+                                                           segments_cross, sphere_box_local)
 from symphys.physics.kernels.layout import BODY, CONTACT_CODES, STATE
 from symphys.physics.shapes import FAR
 

@@ -15,43 +15,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from symphys.physics.kernels.geometry.geometry_jax import (
-    ball_turn,
-    contact_geometry,
-    hinge_angle,
-    joint_pose,
-    rotation_error,
-    row_parts,
-    universal_angle,
-)
-from symphys.physics.kernels.layout import (
-    BODY,
-    INF,
-    JOINT,
-    JOINT_CODES,
-    JOINT_ROWS,
-    MOTOR,
-    MOTOR_CODES,
-    ROW,
-    STATE,
-    WORLD,
-    Item,
-    Option,
-)
-from symphys.physics.kernels.vec_jax import (
-    clip,
-    cross,
-    dot,
-    matTvec,
-    matvec,
-    maximum,
-    minimum,
-    rotation_coefficients,
-    safe_div,
-    scale,
-    tangent_basis,
-    unit,
-)
+from symphys.physics.kernels.geometry.geometry_jax import (ball_turn, contact_geometry, hinge_angle,
+                                                           joint_pose, rotation_error, row_parts,
+                                                           universal_angle)
+from symphys.physics.kernels.layout import (BODY, INF, JOINT, JOINT_CODES, JOINT_ROWS, MOTOR,
+                                            MOTOR_CODES, ROW, STATE, WORLD, Item, Option)
+from symphys.physics.kernels.vec_jax import (clip, cross, dot, matTvec, matvec, maximum, minimum,
+                                             rotation_coefficients, safe_div, scale, tangent_basis,
+                                             unit)
 from symphys.scene.elements import JointType, MotorMode
 
 _HINGE, _UNIVERSAL, _SLIDER = (JOINT_CODES[t] for t in (JointType.HINGE, JointType.UNIVERSAL,

@@ -15,29 +15,12 @@ import numpy as np
 
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.geometry import geoms_numba as geo
-from symphys.physics.kernels.layout import (
-    BODY,
-    JOINT,
-    JOINT_CODES,
-    MOTOR,
-    MOTOR_CODES,
-    ROW,
-    STATE,
-    WORLD,
-    Item,
-    Option,
-)
+from symphys.physics.kernels.layout import (BODY, JOINT, JOINT_CODES, MOTOR, MOTOR_CODES, ROW,
+                                            STATE, WORLD, Item, Option)
 from symphys.physics.kernels.rows import contacts_numba as cn
-from symphys.physics.kernels.rows.joints_numba import (
-    angular_row,
-    axis_row,
-    coordinate,
-    drift,
-    joint_pose,
-    limit_parts,
-    point_row,
-    turn_parts,
-)
+from symphys.physics.kernels.rows.joints_numba import (angular_row, axis_row, coordinate, drift,
+                                                       joint_pose, limit_parts, point_row,
+                                                       turn_parts)
 from symphys.physics.kernels.solve.pgs_numba import apply_impulse
 from symphys.scene.elements import JointType, MotorMode
 

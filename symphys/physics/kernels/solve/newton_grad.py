@@ -26,39 +26,13 @@ import numpy as np
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.rows.rows_grad import inverse_inertia_vjp
 from symphys.physics.kernels.rows.rows_numba import inverse_inertia
-from symphys.physics.kernels.solve.newton_numba import (
-    C_COMPLIANCE,
-    C_DIR,
-    C_HI,
-    C_JAC,
-    C_LO,
-    C_TARGET,
-    C_WIDTH,
-    COL_BOUND,
-    DIRECT,
-    FREE,
-    GAMMA,
-    INV_MASS,
-    JA,
-    K_A,
-    K_B,
-    KEEP,
-    LOWER,
-    MASS,
-    MU,
-    SKIP,
-    TARGET,
-    UPPER,
-    _a_rr,
-    _hessian,
-    _impulses,
-    _m_times,
-    body_mass,
-    constraints,
-    factor,
-    row_head,
-    solve_factored,
-)
+from symphys.physics.kernels.solve.newton_numba import (C_COMPLIANCE, C_DIR, C_HI, C_JAC, C_LO,
+                                                        C_TARGET, C_WIDTH, COL_BOUND, DIRECT, FREE,
+                                                        GAMMA, INV_MASS, JA, K_A, K_B, KEEP, LOWER,
+                                                        MASS, MU, SKIP, TARGET, UPPER, _a_rr,
+                                                        _hessian, _impulses, _m_times, body_mass,
+                                                        constraints, factor, row_head,
+                                                        solve_factored)
 
 jit, leaf = vn.jit, vn.leaf
 

@@ -114,7 +114,8 @@ def plan(table: np.ndarray, n_bodies: int) -> Plan:
 @dataclass(frozen=True)
 class Problem:
     """One world's constraints and mass matrix. jac_a, jac_b (E, 6) (0 for
-    masked slots, jac_b 0 without a body b), target, compliance (1 where masked), lower, upper, mask (E,);
+    masked slots, jac_b 0 without a body b), target, compliance (1 where
+    masked), lower, upper, mask (E,);
     inv_mass, mass (N,); inv_inertia, inertia (N, 3, 3) (world frame)."""
 
     jac_a: jax.Array

@@ -41,24 +41,9 @@ import numpy as np
 from symphys.physics.kernels import vec_numba as vn
 from symphys.physics.kernels.layout import BODY, Bound
 from symphys.physics.kernels.rows.rows_numba import inverse_inertia
-from symphys.physics.kernels.solve.pgs_numba import (
-    BOX,
-    COL_A,
-    COL_B,
-    COL_BOUND,
-    COL_REF,
-    DA,
-    FRICTION,
-    GAMMA,
-    JA,
-    KEEP,
-    LOWER,
-    LOWER_BOUND,
-    MASS,
-    MU,
-    TARGET,
-    UPPER,
-)
+from symphys.physics.kernels.solve.pgs_numba import (BOX, COL_A, COL_B, COL_BOUND, COL_REF, DA,
+                                                     FRICTION, GAMMA, JA, KEEP, LOWER, LOWER_BOUND,
+                                                     MASS, MU, TARGET, UPPER)
 
 jit, leaf = vn.jit, vn.leaf
 FREE = int(Bound.FREE)

@@ -33,27 +33,10 @@ from __future__ import annotations
 import numpy as np
 
 from symphys.physics.kernels import vec_numba as vn
-from symphys.physics.kernels.solve.pgs_numba import (
-    BOX,
-    COL_A,
-    COL_B,
-    COL_BOUND,
-    COL_REF,
-    DA,
-    DB,
-    FRICTION,
-    GAMMA,
-    JA,
-    JB,
-    KEEP,
-    LOWER,
-    LOWER_BOUND,
-    MASS,
-    MU,
-    TARGET,
-    UPPER,
-    row_velocity,
-)
+from symphys.physics.kernels.solve.pgs_numba import (BOX, COL_A, COL_B, COL_BOUND, COL_REF, DA, DB,
+                                                     FRICTION, GAMMA, JA, JB, KEEP, LOWER,
+                                                     LOWER_BOUND, MASS, MU, TARGET, UPPER,
+                                                     row_velocity)
 
 jit, leaf = vn.jit, vn.leaf
 
