@@ -425,10 +425,15 @@ def test_kernel_cache_folder_changes_with_any_source_a_kernel_reads(tmp_path, mo
             entry_numba.entry_key(stages.ROWS, True, "")]
     before = entry_numba.kernel_cache_dir(keys)
     assert before == entry_numba.kernel_cache_dir(keys[::-1])
-    helper = inspect.getsourcefile(importlib.import_module("symphys.physics.kernels.geometry.shapes_numba"))
+    helper = inspect.getsourcefile(
+        importlib.import_module("symphys.physics.kernels.geometry.shapes_numba"))
     edited = tmp_path / "shapes_numba.py"
     edited.write_text(open(helper).read() + "\n# edited\n")
     real = inspect.getsourcefile
     monkeypatch.setattr(inspect, "getsourcefile",
                         lambda obj: str(edited) if real(obj) == helper else real(obj))
+    # this process runs the code it imported: its key stays that code's
+    assert entry_numba.kernel_cache_dir(keys) == before
+    # a process started after the edit reads the edited sources
+    monkeypatch.delitem(stages.ROWS.__dict__, "_source_hash")
     assert entry_numba.kernel_cache_dir(keys) != before

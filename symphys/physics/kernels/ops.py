@@ -165,7 +165,14 @@ class Stage:
 
     def source_hash(self) -> str:
         """A hash of the source files defining the Numba functions (and
-        `depends`), for the cache key."""
+        `depends`), for the cache key. Read once per process, when the
+        stage's Ops are made (`stage_ops`, at import): the key then names
+        the code this process runs even if the files change later (a
+        background compile that began before an edit would otherwise store
+        the old code under the new files' key)."""
+        known = self.__dict__.get("_source_hash")
+        if known is not None:
+            return known
         h = hashlib.sha256()
         files = {__file__, inspect.getsourcefile(entry_numba)} | {inspect.getsourcefile(_py(f))
                               for f in (self.numba_forward, self.numba_vjp)}
@@ -173,7 +180,8 @@ class Stage:
         for path in sorted(f for f in files if f):
             with open(path, "rb") as fh:
                 h.update(fh.read())
-        return h.hexdigest()
+        object.__setattr__(self, "_source_hash", h.hexdigest())    # frozen: set once
+        return self._source_hash
 
 
 def _py(fn):
@@ -357,6 +365,7 @@ class StageGradOp(_Base):
 def stage_ops(stage: Stage) -> tuple[type, type]:
     """(forward Op class, pullback Op class) of `stage`, made once per stage
     (per module and name: a second stage of the same name replaces it)."""
+    stage.source_hash()            # read the sources now, as imported
     key = (stage.module, stage.name)
     known = REGISTRY.get(key)
     if known is not None and known[0] is stage:
