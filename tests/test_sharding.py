@@ -24,6 +24,7 @@ CHILD = textwrap.dedent("""
     import jax
     import symphys as sp
     from symphys.api import parameter_values, value_and_grad_function
+    from symphys.compiler.caches.compiled_functions import clear_cache
     from symphys.scale.sharding import shard_worlds
     from symphys.experiments.ball_throw import loss
 
@@ -35,6 +36,11 @@ CHILD = textwrap.dedent("""
     fn = value_and_grad_function(scene, 60, loss, ["ball.velocity"], batched, "jax",
                                  batch=B, per_world=True)
     plain = fn(*args)
+    # read back from the store with XLA's executable, as a later process does
+    clear_cache()
+    again = value_and_grad_function(scene, 60, loss, ["ball.velocity"], batched, "jax",
+                                    batch=B, per_world=True)(*args)
+    assert all(np.array_equal(a, p) for a, p in zip(again, plain))
     sharded = shard_worlds(fn, B)
     out = sharded.call(*args)
     errors = [float(np.max(np.abs(np.asarray(o) - p))) for o, p in zip(out, plain)]

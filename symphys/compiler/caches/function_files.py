@@ -143,8 +143,12 @@ class ExportedFunction:
         if executable is not None and executable.exists():
             try:
                 from jax.experimental import serialize_executable
+                # compiled for the default device: loaded there alone (by default
+                # JAX loads it onto every device, and a process with several
+                # then expects each input split into that many shards)
                 self._run = serialize_executable.deserialize_and_load(
-                    executable.read_bytes(), exported.in_tree, exported.out_tree)
+                    executable.read_bytes(), exported.in_tree, exported.out_tree,
+                    execution_devices=jax.devices()[:1])
             except Exception as err:   # noqa: BLE001 - compile it again instead
                 _log.warning("symphys: ignoring unreadable executable %s (%s: %s)",
                              executable, type(err).__name__, err)
