@@ -1,6 +1,10 @@
 """The on-disk store of whole functions (symphys.compiler.caches.function_files): found by
 what a graph is made from, before any graph is built."""
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytensor
 import pytest
@@ -187,3 +191,41 @@ def test_a_scene_differing_only_in_values_gets_its_own_closed_loop_function(tmp_
                                                         for b in scene.bodies))
         with pytest.raises(AssertionError, match="a graph was built"):
             run(heavy)
+
+
+LAPACK_CHILD = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import numpy as np
+    import jax, jax.numpy as jnp
+    from jax import export
+    from jax.scipy.linalg import cho_factor, cho_solve
+    from symphys.compiler.caches.function_files import ExportedFunction
+    jax.config.update("jax_enable_x64", True)
+
+    def solve(a, b):
+        return (cho_solve(cho_factor(a @ a.T + jnp.eye(3), lower=True), b),)
+
+    folder = Path(sys.argv[1])
+    if (folder / "f.jax").exists():           # as the store reads it: nothing lowered
+        exported = export.deserialize(bytearray((folder / "f.jax").read_bytes()))
+    else:
+        spec = [jax.ShapeDtypeStruct((3, 3), np.float64),
+                jax.ShapeDtypeStruct((3,), np.float64)]
+        exported = export.export(jax.jit(solve))(*spec)
+        (folder / "f.jax").write_bytes(exported.serialize())
+    fn = ExportedFunction(exported, [("a", (3, 3), "float64"), ("b", (3,), "float64")],
+                          folder / "f.xla")
+    print(fn._run is not None, np.round(fn(np.eye(3), np.arange(3.0))[0], 12).tolist())
+""")
+
+
+def test_an_executable_with_lapack_calls_is_read_back_in_a_new_process(tmp_path):
+    """XLA's executable of a Cholesky solve (as the Newton solve's), kept by
+    one process and loaded by the next without lowering anything first."""
+    runs = [subprocess.run([sys.executable, "-c", LAPACK_CHILD, str(tmp_path)],
+                           capture_output=True, text=True, timeout=300) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    lines = [run.stdout.strip().splitlines()[-1] for run in runs]
+    assert lines[0] == "False [0.0, 0.5, 1.0]" and lines[1] == "True [0.0, 0.5, 1.0]", lines

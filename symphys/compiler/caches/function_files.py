@@ -123,6 +123,18 @@ def host_fingerprint() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _initialize_lapack() -> None:
+    """Point jaxlib's CPU LAPACK kernels (Cholesky, solves) at their
+    routines, which JAX does when it lowers a linear-algebra op: an
+    executable read back without lowering segfaults on its first call
+    otherwise."""
+    try:
+        from jax._src.lax.linalg import initialize_lapack
+    except ImportError:        # a JAX without it initialises on import
+        return
+    initialize_lapack()
+
+
 class ExportedFunction:
     """A JAX function read back from a `jax.export` artifact: called with
     NumPy values, returns the list of outputs.
@@ -143,6 +155,7 @@ class ExportedFunction:
         if executable is not None and executable.exists():
             try:
                 from jax.experimental import serialize_executable
+                _initialize_lapack()
                 # compiled for the default device: loaded there alone (by default
                 # JAX loads it onto every device, and a process with several
                 # then expects each input split into that many shards)
