@@ -119,16 +119,9 @@ def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dic
         state[0, i] = np.concatenate([get("position"), rot, get("velocity"),
                                       get("angular_velocity")])
     world = np.zeros((1, WORLD.width))
-    world[0, WORLD.gravity] = p["world.gravity"]
-    for column, name in (("ground_height", "ground.height"),
-                         ("ground_friction", "ground.friction"),
-                         ("ground_restitution", "ground.restitution"),
-                         ("ground_rolling_friction", "ground.rolling_friction"),
-                         ("constraint_frequency", "solver.constraint_frequency"),
-                         ("constraint_damping", "solver.constraint_damping"),
-                         ("velocity_damping", "solver.velocity_damping")):
+    for name in WORLD.names:                 # each column holds the parameter of its name
         if name in p:
-            world[0, WORLD.at(column)] = p[name]
+            world[0, WORLD.span(name)] = p[name]
     joint = np.zeros((1, len(scene.joints), JOINT.width))
     for i, j in enumerate(scene.joints):
         anchor = p[f"{j.name}.anchor"]
@@ -144,9 +137,8 @@ def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dic
             row[JOINT.anchor_b] = _matTvec(rb, anchor - pb)
             row[JOINT.frame_b] = _matmul(_transpose(rb), frame)
         if scene.has_joint_drag:
-            row[JOINT.at("viscous")] = p.get(f"{j.name}.viscous_damping", 0.0)
-            row[JOINT.at("dry")] = p.get(f"{j.name}.dry_friction", 0.0)
-            for key in ("armature", "spring_stiffness", "spring_reference"):
+            for key in ("viscous_damping", "dry_friction", "armature", "spring_stiffness",
+                        "spring_reference"):
                 row[JOINT.at(key)] = p.get(f"{j.name}.{key}", 0.0)
     motor = np.zeros((1, len(scene.motors), MOTOR.width))
     for i, m in enumerate(scene.motors):

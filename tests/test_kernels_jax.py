@@ -197,9 +197,9 @@ def _check_stages(case, state, v_free, row_arr, tau):
         v = state[0, :, STATE.velocity].copy()
         w = state[0, :, STATE.angular_velocity].copy()
         if opts[Option.DAMPING]:
-            keep = 1.0 - world[WORLD.at("velocity_damping")] * dt
+            keep = 1.0 - world[WORLD.at("solver.velocity_damping")] * dt
             v, w = v * keep, w * keep
-        v = v + dt * world[WORLD.gravity]
+        v = v + dt * world[WORLD.span("world.gravity")]
         if opts[Option.GYROSCOPIC]:
             wb = np.einsum("nji,nj->ni", rot, w)
             dwb = -dt * np.cross(wb, body[:, BODY.inertia] * wb) * body[:, BODY.inv_inertia]

@@ -106,7 +106,7 @@ def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, motors: Moto
     gj = Gather(block.joints, len(scene.joints))
     row = _axis_row(block.type, RowKind.MOTOR, pose.axis_b, pose, mob, 0.0)
     armature, spring = gj.take(frames.armature), gj.take(frames.spring_stiffness)
-    viscous = gj.take(frames.viscous)
+    viscous = gj.take(frames.viscous_damping)
     q = coordinate(block.type, pose)
     held = scene.implicit_motors
     drive = 0.0
@@ -125,5 +125,5 @@ def drag_rows(block: JointBlock, scene: Scene, frames: JointFrames, motors: Moto
     stretch = q - gj.take(frames.spring_reference)
     soft = replace(row, m_soft=k * row.m_eff / (k + row.m_eff), gamma=safe_div(1.0, k),
                    target=safe_div(armature * rate - spring * dt * stretch + drive, k))
-    bound = gj.take(frames.dry) * dt
+    bound = gj.take(frames.dry_friction) * dt
     return [BoundedRow(soft), BoundedRow(row, lower=-bound, upper=bound)]

@@ -165,8 +165,8 @@ class JointFrames:
     anchor_b: Vec3
     frame_a: Mat3
     frame_b: Mat3
-    viscous: object = None           # bearing losses (Bp, J), when the scene has them
-    dry: object = None
+    viscous_damping: object = None   # bearing losses (Bp, J), when the scene has them
+    dry_friction: object = None
     armature: object = None
     spring_stiffness: object = None
     spring_reference: object = None

@@ -16,18 +16,19 @@ from types import SimpleNamespace
 import pytensor.tensor as pt
 
 from symphys.physics.algebra import Mat3, Vec3
-from symphys.physics.joints import JointFrames, MotorArrays
+from symphys.physics.joints import DRAG_FIELDS, JointFrames, MotorArrays
 from symphys.physics.geoms import GeomArrays
-from symphys.physics.kernels.layout import BODY, GEOM, JOINT, MOTOR, WORLD, Packing
+from symphys.physics.kernels.layout import BODY, GEOM, JOINT, MOTOR, WORLD, Packing, reference_field
 from symphys.physics.model import BodyArrays, State, WorldArrays, zero_template
 
 
 def _columns(model, packing: Packing) -> list:
     """The columns of `packing` read from the model dataclass's fields of
-    the same names, one tensor per column; zeros for a field that is None."""
+    their names (`reference_field`), one tensor per column; zeros for a
+    field that is None."""
     cols = []
     for name in packing.names:
-        value = getattr(model, name)
+        value = getattr(model, reference_field(name))
         size = packing.sizes[name]
         comps = [0.0] * size if value is None else (list(value) if size > 1 else [value])
         cols += [pt.as_tensor_variable(c).astype("float64") for c in comps]
@@ -97,16 +98,16 @@ def unpack_model(scene, body, world, joint, motor):
         rolling_friction=part(body, BODY, "rolling_friction") if roll else None,
         isotropic=tuple(b.isotropic for b in scene.bodies))
     soft = scene.solver.constraint_frequency is not None
-    at = WORLD.at("gravity")
+    at = WORLD.at("world.gravity")
     worlds = WorldArrays(
         gravity=Vec3(*(world[..., at + k, None] if world.ndim == 2 else world[at + k]
                        for k in range(3))),
-        ground_height=entry("ground_height"), ground_friction=entry("ground_friction"),
-        ground_restitution=entry("ground_restitution"),
-        constraint_frequency=entry("constraint_frequency") if soft else None,
-        constraint_damping=entry("constraint_damping") if soft else None,
-        ground_rolling_friction=entry("ground_rolling_friction") if roll else None,
-        velocity_damping=entry("velocity_damping") if scene.solver.velocity_damping > 0
+        ground_height=entry("ground.height"), ground_friction=entry("ground.friction"),
+        ground_restitution=entry("ground.restitution"),
+        constraint_frequency=entry("solver.constraint_frequency") if soft else None,
+        constraint_damping=entry("solver.constraint_damping") if soft else None,
+        ground_rolling_friction=entry("ground.rolling_friction") if roll else None,
+        velocity_damping=entry("solver.velocity_damping") if scene.solver.velocity_damping > 0
         else None)
     frames = motors = None
     if scene.joints:
@@ -114,8 +115,7 @@ def unpack_model(scene, body, world, joint, motor):
         frames = JointFrames(*(part(joint, JOINT, k) for k in
                                ("anchor_a", "anchor_b", "frame_a", "frame_b")),
                              *(part(joint, JOINT, k) if drag else None
-                               for k in ("viscous", "dry", "armature", "spring_stiffness",
-                                         "spring_reference")))
+                               for k in DRAG_FIELDS))
     if scene.motors:
         motors = MotorArrays(*(part(motor, MOTOR, k) for k in MOTOR.names))
     return bodies, worlds, frames, motors

@@ -31,8 +31,8 @@ import numpy as np
 
 from symphys.physics.contacts import STATIC, ContactKind, contact_blocks
 from symphys.physics.drives import command_range
-from symphys.physics.joints import (LIMITED, articulated_bodies, drag_blocks, joint_blocks,
-                                    limit_range, motor_blocks, soft_joint)
+from symphys.physics.joints import (DRAG_FIELDS, LIMITED, articulated_bodies, drag_blocks,
+                                    joint_blocks, limit_range, motor_blocks, soft_joint)
 from symphys.scene.elements import ContactModel, FrictionModel, JointType, MotorMode, SolverMethod
 from symphys.scene.scene import Scene
 
@@ -53,11 +53,15 @@ class Packing:
         """First column of `name`."""
         return self.start[name]
 
+    def span(self, name: str) -> slice:
+        """The columns of `name` (also `packing.<name>` for a name without a dot)."""
+        return slice(self.start[name], self.start[name] + self.sizes[name])
+
     def __getattr__(self, name: str) -> slice:
         if name in ("names", "sizes", "start", "width"):
             raise AttributeError(name)
         try:
-            return slice(self.start[name], self.start[name] + self.sizes[name])
+            return self.span(name)
         except KeyError:
             raise AttributeError(name) from None
 
@@ -71,13 +75,25 @@ STATE = Packing(("position", 3), ("rotation", 9), ("velocity", 3), ("angular_vel
 BODY = Packing(("inv_mass", 1), ("inv_inertia", 3), ("inertia", 3), ("radius", 1),
                ("half_size", 3), ("half_length", 1), ("friction", 1), ("restitution", 1),
                ("rolling_friction", 1))
-WORLD = Packing(("gravity", 3), ("ground_height", 1), ("ground_friction", 1),
-                ("ground_restitution", 1), ("ground_rolling_friction", 1),
-                ("constraint_frequency", 1), ("constraint_damping", 1),
-                ("velocity_damping", 1))
+# A column holding a parameter carries the parameter's name: the world's
+# whole (`ground.friction`), a joint's, body's or motor's after its owner's
+# name (`<joint>.viscous_damping` -> "viscous_damping"); `packing` fills
+# them by these names.
+WORLD = Packing(("world.gravity", 3), ("ground.height", 1), ("ground.friction", 1),
+                ("ground.restitution", 1), ("ground.rolling_friction", 1),
+                ("solver.constraint_frequency", 1), ("solver.constraint_damping", 1),
+                ("solver.velocity_damping", 1))
 JOINT = Packing(("anchor_a", 3), ("anchor_b", 3), ("frame_a", 9), ("frame_b", 9),
-                ("viscous", 1), ("dry", 1), ("armature", 1), ("spring_stiffness", 1),
-                ("spring_reference", 1))
+                *((key, 1) for key in DRAG_FIELDS))
+
+
+def reference_field(column: str) -> str:
+    """The reference graph's dataclass field (`model.WorldArrays`,
+    `joints.JointFrames`, ...) of a column: its name, with a world
+    parameter's `world.`/`solver.` owner dropped and `.` as `_`
+    ("ground.friction" -> ground_friction)."""
+    owner, _, key = column.rpartition(".")
+    return key if owner in ("world", "solver") else column.replace(".", "_")
 # A geom (`symphys.scene.elements.Geom`): BODY's columns (shape sizes and
 # materials where a body has them; the mass columns unused), then its
 # centre and rotation (row-major) in its body's frame (the world's for a

@@ -133,21 +133,16 @@ def _bodies(scene: Scene, p: dict):
 
 
 def _world(scene: Scene, p: dict):
-    """(Bp, WORLD.width): the `layout.WORLD` columns, zeros where absent."""
-    def entry(name):
-        return p[name] if name in p else np.zeros(())
+    """(Bp, WORLD.width): each `layout.WORLD` column from the parameter of
+    its name, zeros where the scene has none (rolling friction where no
+    body rolls)."""
+    def column(name):
+        shape = (3,) if WORLD_COLUMNS.sizes[name] == 3 else ()
+        used = name in p and (name != "ground.rolling_friction" or scene.has_rolling_friction)
+        value = gather([p[name] if used else np.zeros(shape)], shape)[:, 0]
+        return value if shape else value[..., None]
 
-    names = {"ground_height": "ground.height", "ground_friction": "ground.friction",
-             "ground_restitution": "ground.restitution",
-             "ground_rolling_friction": ("ground.rolling_friction"
-                                         if scene.has_rolling_friction else None),
-             "constraint_frequency": "solver.constraint_frequency",
-             "constraint_damping": "solver.constraint_damping",
-             "velocity_damping": "solver.velocity_damping"}
-    scalars = gather([entry(n) if n else np.zeros(()) for n in names.values()])
-    columns = {k: scalars[:, i, None] for i, k in enumerate(names)}
-    columns["gravity"] = gather([p["world.gravity"]], (3,))[:, 0]
-    return _packed(WORLD_COLUMNS, columns)
+    return _packed(WORLD_COLUMNS, {name: column(name) for name in WORLD_COLUMNS.names})
 
 
 def _joints(scene: Scene, p: dict, position, rotation):
@@ -175,15 +170,13 @@ def _joints(scene: Scene, p: dict, position, rotation):
     point_b, frame_b = local(parent)
     drag = {j.name for j in scene.drag_joints}
 
-    def loss(key):
+    def parameter(key):
         return gather([p.get(f"{j.name}.{key}", np.zeros(())) if j.name in drag
                        else np.zeros(()) for j in scene.joints])[..., None]
 
-    return _packed(JOINT, {"anchor_a": point_a, "anchor_b": point_b, "frame_a": frame_a,
-                           "frame_b": frame_b, "viscous": loss("viscous_damping"),
-                           "dry": loss("dry_friction"), "armature": loss("armature"),
-                           "spring_stiffness": loss("spring_stiffness"),
-                           "spring_reference": loss("spring_reference")})
+    frames = {"anchor_a": point_a, "anchor_b": point_b, "frame_a": frame_a, "frame_b": frame_b}
+    return _packed(JOINT, {**frames, **{key: parameter(key) for key in JOINT.names
+                                        if key not in frames}})
 
 
 def _geoms(scene: Scene, p: dict, position, rotation):

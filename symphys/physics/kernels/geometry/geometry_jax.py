@@ -68,12 +68,12 @@ def _materials(row_a, row_b, on_ground, world):
     def other(name, ground_name):
         return jnp.where(on_ground, world[WORLD.at(ground_name)], row_b[:, BODY.at(name)])
 
-    prod = row_a[:, BODY.at("friction")] * other("friction", "ground_friction")
+    prod = row_a[:, BODY.at("friction")] * other("friction", "ground.friction")
     ok = prod > 0
     mu = jnp.where(ok, jnp.sqrt(jnp.where(ok, prod, 1.0)), 0.0)
-    e = maximum(row_a[:, BODY.at("restitution")], other("restitution", "ground_restitution"))
+    e = maximum(row_a[:, BODY.at("restitution")], other("restitution", "ground.restitution"))
     roll = maximum(row_a[:, BODY.at("rolling_friction")],
-                   other("rolling_friction", "ground_rolling_friction"))
+                   other("rolling_friction", "ground.rolling_friction"))
     return mu, e, roll
 
 
@@ -97,7 +97,7 @@ def contact_geometry(kind, point, a, b, ga, gb, flip, x, rot, body, geom, world)
     r_a, r_b = col_a("radius"), col_b("radius")
     hl_a = col_a("half_length")
     h_a, h_b = row_a[:, BODY.half_size], row_b[:, BODY.half_size]
-    ground = world[WORLD.at("ground_height")]
+    ground = world[WORLD.at("ground.height")]
     up = unit(2, xa)
     zeros = jnp.zeros_like(xa)
 

@@ -102,10 +102,10 @@ def _forces(state, body, world, options):
     dt = options[Option.DT]
     rot = state[:, STATE.rotation].reshape(-1, 3, 3)
     v, w = state[:, STATE.velocity], state[:, STATE.angular_velocity]
-    keep = 1.0 - world[WORLD.at("velocity_damping")] * dt
+    keep = 1.0 - world[WORLD.at("solver.velocity_damping")] * dt
     damp = options[Option.DAMPING] > 0
     v, w = jnp.where(damp, v * keep, v), jnp.where(damp, w * keep, w)
-    v = v + dt * world[WORLD.gravity]
+    v = v + dt * world[WORLD.span("world.gravity")]
     wb = matTvec(rot, w)
     torque = cross(wb, body[:, BODY.inertia] * wb)
     dwb = -dt * torque * body[:, BODY.inv_inertia]
@@ -176,8 +176,8 @@ def _contact_rows(V, contacts, bodies, body, geom, world, articulated, options):
 
     # softness (`solver.softness`) and the normal row's target (`contact_rows`)
     soft = options[Option.SOFT_CONTACTS] > 0
-    omega = 2.0 * np.pi * world[WORLD.at("constraint_frequency")]
-    zeta = world[WORLD.at("constraint_damping")]
+    omega = 2.0 * np.pi * world[WORLD.at("solver.constraint_frequency")]
+    zeta = world[WORLD.at("solver.constraint_damping")]
     k, c = m_eff * omega ** 2, 2.0 * m_eff * zeta * omega
     gamma_soft = safe_div(1.0, dt * (c + dt * k))
     den = 2.0 * zeta + dt * omega
@@ -314,14 +314,14 @@ def _drag_rows(drags, joint, motor, action, consts, bodies, start, options):
     angular = (kind == _HINGE) | (kind == _UNIVERSAL)
     jac_a, jac_b, dir_a, dir_b, m_eff = bodies.axis_row(angular, pose["axis_b"], pose, a, b)
     armature, spring = jp[:, JOINT.at("armature")], jp[:, JOINT.at("spring_stiffness")]
-    big_k = armature + (jp[:, JOINT.at("viscous")] + kv) * dt + (spring + kp) * dt * dt
+    big_k = armature + (jp[:, JOINT.at("viscous_damping")] + kv) * dt + (spring + kp) * dt * dt
     q = jnp.where(angular, hinge_angle(pose), dot(pose["error"], pose["axis_b"]))
     stretch = q - jp[:, JOINT.at("spring_reference")]
     den = big_k + m_eff
     ok = den != 0
     m_visc = jnp.where(ok, big_k * m_eff / jnp.where(ok, den, 1.0), 0.0)
     rate = _start_rate(jac_a, jac_b, start, a, b)
-    bound = jp[:, JOINT.at("dry")] * dt
+    bound = jp[:, JOINT.at("dry_friction")] * dt
     viscous = _pack_rows(jac_a, jac_b, dir_a, dir_b, m_visc, safe_div(1.0, big_k),
                          safe_div(armature * rate - spring * dt * stretch + (drive - kp * q) * dt,
                                   big_k),

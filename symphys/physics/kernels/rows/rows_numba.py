@@ -38,12 +38,13 @@ R, V, W = STATE.at("rotation"), STATE.at("velocity"), STATE.at("angular_velocity
 INV_MASS, INV_INERTIA, INERTIA = BODY.at("inv_mass"), BODY.at("inv_inertia"), BODY.at("inertia")
 FRICTION, RESTITUTION, ROLL = BODY.at("friction"), BODY.at("restitution"), \
     BODY.at("rolling_friction")
-GRAVITY, HEIGHT = WORLD.at("gravity"), WORLD.at("ground_height")
-G_FRICTION, G_RESTITUTION, G_ROLL = WORLD.at("ground_friction"), \
-    WORLD.at("ground_restitution"), WORLD.at("ground_rolling_friction")
-FREQUENCY, DAMPING_RATIO, VELOCITY_DAMPING = WORLD.at("constraint_frequency"), \
-    WORLD.at("constraint_damping"), WORLD.at("velocity_damping")
-VISCOUS, DRY, ARMATURE = JOINT.at("viscous"), JOINT.at("dry"), JOINT.at("armature")
+GRAVITY, HEIGHT = WORLD.at("world.gravity"), WORLD.at("ground.height")
+G_FRICTION, G_RESTITUTION, G_ROLL = WORLD.at("ground.friction"), \
+    WORLD.at("ground.restitution"), WORLD.at("ground.rolling_friction")
+FREQUENCY, DAMPING_RATIO, VELOCITY_DAMPING = WORLD.at("solver.constraint_frequency"), \
+    WORLD.at("solver.constraint_damping"), WORLD.at("solver.velocity_damping")
+VISCOUS, DRY, ARMATURE = JOINT.at("viscous_damping"), JOINT.at("dry_friction"), \
+    JOINT.at("armature")
 SPRING, SPRING_REF = JOINT.at("spring_stiffness"), JOINT.at("spring_reference")
 GAIN, MAX_VELOCITY, MAX_TORQUE = MOTOR.at("gain"), MOTOR.at("max_velocity"), \
     MOTOR.at("max_torque")
