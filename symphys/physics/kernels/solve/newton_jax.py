@@ -31,7 +31,6 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_factor, cho_solve
 
 from symphys.errors import BackendError
 from symphys.physics.kernels.layout import BODY, ROW, STATE, Bound, Option, RowColumn
@@ -45,32 +44,60 @@ _SEARCH_STEPS = 50                 # as `newton_numba._line_search`
 
 @dataclass(frozen=True, eq=False)
 class Plan:
-    """The constraint slots of a rows table: E = D direct rows, then the
-    edges of every contact with friction rows.
+    """The constraint slots of a rows table: D direct rows and the edges of
+    every contact with friction rows, E slots in all, sorted by body pair.
 
     direct (D,): the row of each direct slot; normal, friction, sign, count
     (E - D,): each edge's contact normal row, friction row, +-1 and its
-    contact's edge count (2 x friction rows); a, b (E,): bodies (b -1:
-    none); has_b (R,): rows with a body b; free, box (E,): slots that are
-    equality / BOX rows; b_index (E,): b, 0 where none (its Jacobian is 0
-    there); blocks (E, 4): where each slot's J_e^T J_e adds to the Hessian's
-    (N x N) 6x6 blocks, flat: (a, a), (b, b), (a, b), (b, a); equality,
-    bounded: the slots that are equality rows, and the others."""
+    contact's edge count (2 x friction rows); order (E,): which of the
+    direct slots then edges (in that order) each sorted slot is. In the
+    sorted order: a, b (E,): bodies (b -1: none); free, box (E,): slots that
+    are equality / BOX rows; b_index (E,): b, 0 where none (its Jacobian is
+    0 there). has_b (R,): rows with a body b. runs: (start, stop, a, b) of
+    each range of sorted slots acting on one body pair, the equality rows'
+    (the first n_equality slots) first, so that sums over slots by body are
+    sums over static slices, not scatters. elimination (N,): the bodies in
+    the block Cholesky's order; later (N,): each position's later
+    neighbours' positions (with fill), the factor's nonzero blocks."""
 
     direct: np.ndarray
     normal: np.ndarray
     friction: np.ndarray
     sign: np.ndarray
     count: np.ndarray
+    order: np.ndarray
     a: np.ndarray
     b: np.ndarray
     has_b: np.ndarray
     free: np.ndarray
     box: np.ndarray
     b_index: np.ndarray
-    blocks: np.ndarray
-    equality: np.ndarray
-    bounded: np.ndarray
+    runs: tuple
+    n_equality: int
+    elimination: tuple
+    later: tuple
+
+
+def _elimination(n_bodies: int, pairs) -> tuple[tuple, tuple]:
+    """(the bodies in elimination order, each position's later neighbours'
+    positions with fill) by minimum degree on the body graph: a tree
+    eliminates leaves first and does not fill in."""
+    adj = [set() for _ in range(n_bodies)]
+    for a, b in pairs:
+        if b >= 0 and a != b:
+            adj[a].add(b)
+            adj[b].add(a)
+    left, order = set(range(n_bodies)), []
+    while left:
+        k = min(left, key=lambda i: (len(adj[i] & left), i))
+        near = adj[k] & left - {k}
+        for i in near:
+            adj[i] |= near - {i}
+        order.append(k)
+        left.remove(k)
+    pos = {body: k for k, body in enumerate(order)}
+    return tuple(order), tuple(tuple(sorted(pos[i] for i in adj[body] if pos[i] > pos[body]))
+                               for body in order)
 
 
 def plan(table: np.ndarray, n_bodies: int) -> Plan:
@@ -98,15 +125,20 @@ def plan(table: np.ndarray, n_bodies: int) -> Plan:
     direct, normal = np.array(direct, dtype=np.int64), np.array(normal, dtype=np.int64)
     source = np.concatenate([direct, normal])
     a, b = table[source, RowColumn.A], table[source, RowColumn.B]
-    bi = np.maximum(b, 0)
     free = np.concatenate([bound[direct] == Bound.FREE, np.zeros(len(normal), bool)])
+    box = np.concatenate([bound[direct] == Bound.BOX, np.zeros(len(normal), bool)])
+    order = np.lexsort((b, a, ~free))
+    a, b, free, box = a[order], b[order], free[order], box[order]
+    key = np.stack([~free, a, b], axis=1)
+    starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]).any(axis=1)])
+    stops = np.r_[starts[1:], len(order)]
+    runs = tuple((int(s), int(e), int(a[s]), int(b[s])) for s, e in zip(starts, stops))
+    elimination, later = _elimination(n_bodies, [(a, b) for _, _, a, b in runs])
     return Plan(direct=direct, normal=normal, friction=np.array(friction, dtype=np.int64),
-                sign=np.array(sign), count=np.array(count), a=a, b=b,
-                has_b=table[:, RowColumn.B] >= 0,
-                free=free, equality=np.flatnonzero(free), bounded=np.flatnonzero(~free),
-                box=np.concatenate([bound[direct] == Bound.BOX, np.zeros(len(normal), bool)]),
-                b_index=bi, blocks=np.stack([a * n_bodies + a, bi * n_bodies + bi,
-                                             a * n_bodies + bi, bi * n_bodies + a], axis=1))
+                sign=np.array(sign), count=np.array(count), order=order, a=a, b=b,
+                has_b=table[:, RowColumn.B] >= 0, free=free, box=box,
+                b_index=np.maximum(b, 0), runs=runs, n_equality=int(free.sum()),
+                elimination=elimination, later=later)
 
 
 # ------------------------------------------------------------ one world's problem
@@ -148,7 +180,9 @@ class Problem:
 
 
 def _dot6(x, y):
-    return (x * y).sum(-1)
+    """Row-wise dot products of (..., 6) x and y, as explicit sums (a
+    reduction over 6 is slow on XLA CPU)."""
+    return sum(x[..., k] * y[..., k] for k in range(6))
 
 
 def _inverse3(m):
@@ -184,7 +218,9 @@ def problem(p: Plan, rows, state, body, options, stiff: float, soft: float) -> P
     a_rr_s = jnp.where(acts, a_rr, 1.0)
 
     d, r, j = p.direct, p.normal, p.friction
-    free_d = p.free[:len(d)]
+    free_d = np.empty_like(p.free)
+    free_d[p.order] = p.free
+    free_d = free_d[:len(d)]
     con_d = jd[d]
     c_d = own[d] + jnp.where(free_d, stiff, soft) * a_rr[d]
     mask_d = own[d] >= 0.0
@@ -195,13 +231,14 @@ def problem(p: Plan, rows, state, body, options, stiff: float, soft: float) -> P
     mask_e = (own[r] >= 0.0) & (rows[r, _UPPER] > 0.0)
     zero_e = jnp.zeros(len(r), rows.dtype)
 
-    mask = jnp.concatenate([mask_d, mask_e])
-    con = jnp.where(mask[:, None], jnp.concatenate([con_d, con_e])[:, :12], 0.0)
+    order = p.order
+    mask = jnp.concatenate([mask_d, mask_e])[order]
+    con = jnp.where(mask[:, None], jnp.concatenate([con_d[:, :12], con_e[:, :12]])[order], 0.0)
     jac_b = jnp.where((p.b >= 0)[:, None], con[:, 6:12], 0.0)
-    compliance = jnp.where(mask, jnp.concatenate([c_d, c_e]), 1.0)
-    target = jnp.where(mask, jnp.concatenate([rows[d, _TARGET], rows[r, _TARGET]]), 0.0)
-    lower = jnp.concatenate([rows[d, _LOWER], zero_e])
-    upper = jnp.concatenate([rows[d, _UPPER], zero_e])
+    compliance = jnp.where(mask, jnp.concatenate([c_d, c_e])[order], 1.0)
+    target = jnp.where(mask, jnp.concatenate([rows[d, _TARGET], rows[r, _TARGET]])[order], 0.0)
+    lower = jnp.concatenate([rows[d, _LOWER], zero_e])[order]
+    upper = jnp.concatenate([rows[d, _UPPER], zero_e])[order]
     return Problem(con[:, :6], jac_b, target, compliance, lower, upper, mask, inv_mass, 1.0 / inv_mass, inv_i,
                    _inverse3(inv_i))
 
@@ -209,22 +246,35 @@ def problem(p: Plan, rows, state, body, options, stiff: float, soft: float) -> P
 def impulses(p: Plan, prob: Problem, y):
     """(lam, unclamped) (E,) of the constraints at rates y = J v
     (`newton_numba.impulse`); masked slots give 0 and False."""
-    u = (prob.target - y) / prob.compliance
-    below = ~p.free & (u < prob.lower)
-    above = p.box & (u > prob.upper) & ~below
-    lam = jnp.where(below, prob.lower, jnp.where(above, prob.upper, u))
-    return jnp.where(prob.mask, lam, 0.0), prob.mask & ~below & ~above
+    return _sides(p, prob, y)[:2]
+
+
+def _per_slot(p: Plan, x, body):
+    """(E, 6): x (N, 6) at each slot's body a (body 0) or b (body 1; 0
+    where none), by broadcasts over the runs."""
+    parts = []
+    for start, stop, a, b in p.runs:
+        k = (a, b)[body]
+        row = x[k] if k >= 0 else jnp.zeros_like(x[0])
+        parts.append(jnp.broadcast_to(row, (stop - start,) + row.shape))
+    return jnp.concatenate(parts)
 
 
 def rates(p: Plan, prob: Problem, v):
     """J v (E,) for v (N, 6)."""
-    return _dot6(prob.jac_a, v[p.a]) + _dot6(prob.jac_b, v[p.b_index])
+    return _dot6(prob.jac_a, _per_slot(p, v, 0)) + _dot6(prob.jac_b, _per_slot(p, v, 1))
 
 
 def _j_transpose(p: Plan, prob: Problem, lam, n: int):
-    """J^T lam (N, 6)."""
-    out = jnp.zeros((n, 6), lam.dtype).at[p.a].add(prob.jac_a * lam[:, None])
-    return out.at[p.b_index].add(prob.jac_b * lam[:, None])
+    """J^T lam (N, 6): sums over the runs."""
+    fa, fb = prob.jac_a * lam[:, None], prob.jac_b * lam[:, None]
+    out = [[] for _ in range(n)]
+    for start, stop, a, b in p.runs:
+        out[a].append(fa[start:stop].sum(0))
+        if b >= 0:
+            out[b].append(fb[start:stop].sum(0))
+    zero = jnp.zeros((6,), lam.dtype)
+    return jnp.stack([sum(o[1:], o[0]) if o else zero for o in out])
 
 
 def gradient(p: Plan, prob: Problem, v, v_free):
@@ -235,65 +285,166 @@ def gradient(p: Plan, prob: Problem, v, v_free):
     return g, lam, act
 
 
-def _blocks(p: Plan, prob: Problem, act, slots: np.ndarray):
-    """(N * N, 6, 6): the Hessian's 6x6 blocks (flat over body pairs) of the
-    unclamped constraints among `slots`, sum of J_e^T J_e / c_e."""
-    n = prob.mass.shape[0]
-    weight = jnp.where(act[slots], 1.0 / prob.compliance[slots], 0.0)[:, None, None]
-    ja, jb = prob.jac_a[slots], prob.jac_b[slots]
-    wa = weight * ja[:, :, None]
-    outer = jnp.stack([wa * ja[:, None, :], weight * jb[:, :, None] * jb[:, None, :],
-                       wa * jb[:, None, :]], axis=1)
-    outer = jnp.concatenate([outer, jnp.swapaxes(outer[:, 2:], -1, -2)], axis=1)
-    return jnp.zeros((n * n, 6, 6), ja.dtype).at[p.blocks[slots].reshape(-1)].add(
-        outer.reshape(-1, 6, 6))
+def _add(blocks: dict, key, x):
+    blocks[key] = blocks[key] + x if key in blocks else x
 
 
-def _base(p: Plan, prob: Problem):
+def _blocks(p: Plan, prob: Problem, act, runs, blocks=None) -> dict:
+    """The Hessian's lower 6x6 blocks {(i, j): (6, 6), i >= j} (those
+    given in `blocks` plus) the unclamped constraints' among `runs`: sums
+    of J_e^T J_e / c_e, each over a run's static slice."""
+    blocks = dict(blocks or {})
+    weight = jnp.where(act, 1.0 / prob.compliance, 0.0)[:, None]
+    wa, wb = weight * prob.jac_a, weight * prob.jac_b
+    for start, stop, a, b in runs:
+        ja = prob.jac_a[start:stop]
+        _add(blocks, (a, a), ja.T @ wa[start:stop])
+        if b < 0:
+            continue
+        _add(blocks, (b, b), prob.jac_b[start:stop].T @ wb[start:stop])
+        ab = ja.T @ wb[start:stop]
+        if a == b:
+            _add(blocks, (a, a), ab + ab.T)
+        else:
+            _add(blocks, (max(a, b), min(a, b)), ab if a > b else ab.T)
+    return blocks
+
+
+def _base(p: Plan, prob: Problem) -> dict:
     """The blocks of M + the equality constraints (never clamped)."""
-    n = prob.mass.shape[0]
-    return _blocks(p, prob, prob.mask, p.equality).at[np.arange(n) * (n + 1)].add(
-        prob.m_blocks())
+    m = prob.m_blocks()
+    blocks = {(i, i): m[i] for i in range(m.shape[0])}
+    return _blocks(p, prob, prob.mask, p.runs[:_n_runs(p)], blocks)
 
 
-def _dense(blocks):
-    """(6N, 6N) from the (N * N, 6, 6) blocks."""
-    n = int(round(blocks.shape[0] ** 0.5))
-    return blocks.reshape(n, n, 6, 6).transpose(0, 2, 1, 3).reshape(6 * n, 6 * n)
+def _n_runs(p: Plan) -> int:
+    """How many runs are the equality rows'."""
+    return sum(start < p.n_equality for start, _, _, _ in p.runs)
 
 
-def hessian(p: Plan, prob: Problem, act, base=None):
-    """H (6N, 6N) = M + sum over unclamped e of J_e^T J_e / c_e; base: the
-    blocks `_base` gives, if already computed."""
+def hessian(p: Plan, prob: Problem, act, base=None) -> dict:
+    """H's lower 6x6 blocks {(i, j): (6, 6)}, H = M + sum over unclamped e
+    of J_e^T J_e / c_e; base: the blocks `_base` gives, if already computed."""
     base = _base(p, prob) if base is None else base
-    return _dense(base + _blocks(p, prob, act, p.bounded))
+    return _blocks(p, prob, act, p.runs[_n_runs(p):], base)
 
 
-def _line_search(p: Plan, prob: Problem, y, dy, quad, lin, slope):
+def _mm(x, y):
+    """x (6, 6) @ y (6, m) as a sum of outer products (no dot: XLA on CPU
+    runs batches of 6x6 dots slowly)."""
+    return sum(x[:, k:k + 1] * y[k:k + 1, :] for k in range(6))
+
+
+def _mv(x, y):
+    """x (6, 6) @ y (6,)."""
+    return sum(x[:, k] * y[k] for k in range(6))
+
+
+def _cholesky6(a):
+    """(L, L^-1) (6, 6) of symmetric positive definite a (6, 6), unrolled
+    over its entries."""
+    el = [[None] * 6 for _ in range(6)]
+    for j in range(6):
+        d = jnp.sqrt(a[j, j] - sum(el[j][k] * el[j][k] for k in range(j)))
+        el[j][j] = d
+        for i in range(j + 1, 6):
+            el[i][j] = (a[i, j] - sum(el[i][k] * el[j][k] for k in range(j))) / d
+    inv = [[None] * 6 for _ in range(6)]
+    for i in range(6):
+        inv[i][i] = 1.0 / el[i][i]
+        for j in range(i - 1, -1, -1):
+            inv[i][j] = -sum(el[i][k] * inv[k][j] for k in range(j, i)) * inv[i][i]
+    zero = jnp.zeros_like(a[0, 0])
+
+    def full(m):
+        return jnp.stack([jnp.stack([m[i][j] if j <= i else zero for j in range(6)])
+                          for i in range(6)])
+    return full(el), full(inv)
+
+
+def factor(p: Plan, blocks: dict):
+    """The block Cholesky factor of H from its lower blocks, in the plan's
+    elimination order: (the inverses of the diagonal blocks of L (N,) of
+    (6, 6), L's blocks below them {(i, k): (6, 6)} by position)."""
+    pos = {body: k for k, body in enumerate(p.elimination)}
+    a = {}
+    for (i, j), x in blocks.items():
+        pi, pj = pos[i], pos[j]
+        a[(max(pi, pj), min(pi, pj))] = x if pi >= pj else x.T
+    inv, low = [], {}
+    for k, near in enumerate(p.later):
+        _, ik = _cholesky6(a[(k, k)])
+        inv.append(ik)
+        for i in near:
+            low[(i, k)] = _mm(a[(i, k)], ik.T) if (i, k) in a else None
+        for i in near:
+            for j in near:
+                if j <= i and low[(i, k)] is not None and low[(j, k)] is not None:
+                    update = _mm(low[(i, k)], low[(j, k)].T)
+                    a[(i, j)] = a[(i, j)] - update if (i, j) in a else -update
+    return inv, {key: x for key, x in low.items() if x is not None}
+
+
+def factor_solve(p: Plan, chol, g):
+    """H^-1 g (N, 6) for g (N, 6), from `factor`'s chol."""
+    inv, low = chol
+    n = len(p.elimination)
+    z = []
+    for k in range(n):
+        r = g[p.elimination[k]]
+        for j in range(k):
+            if (k, j) in low:
+                r = r - _mv(low[(k, j)], z[j])
+        z.append(_mv(inv[k], r))
+    x = [None] * n
+    for k in range(n - 1, -1, -1):
+        r = z[k]
+        for i in p.later[k]:
+            if (i, k) in low:
+                r = r - _mv(low[(i, k)].T, x[i])
+        x[k] = _mv(inv[k].T, r)
+    out = [None] * n
+    for k, body in enumerate(p.elimination):
+        out[body] = x[k]
+    return jnp.stack(out)
+
+
+def _sides(p: Plan, prob: Problem, y):
+    """(lam, unclamped, side) (E,) at rates y: `impulses`, and which side
+    each slot is on (0 unclamped, 1 at its lower bound, 2 at its upper)."""
+    u = (prob.target - y) / prob.compliance
+    below = ~p.free & (u < prob.lower)
+    above = p.box & (u > prob.upper) & ~below
+    lam = jnp.where(below, prob.lower, jnp.where(above, prob.upper, u))
+    side = below.astype(jnp.int8) + 2 * above.astype(jnp.int8)
+    return jnp.where(prob.mask, lam, 0.0), prob.mask & ~below & ~above, side
+
+
+def _line_search(p: Plan, prob: Problem, y, dy, quad, lin, slope, live):
     """`newton_numba._line_search`: the alpha minimising f(v + alpha step)
-    by safeguarded Newton steps on f'(alpha) from 1."""
-    def derivatives(alpha):
-        lam, act = impulses(p, prob, y + alpha * dy)
+    by safeguarded Newton steps on f'(alpha) from 1. f' is linear while no
+    constraint changes sides, so a Newton step that lands on the sides it
+    was taken from is the root: the search stops there as well (a batch of
+    worlds waits for its slowest, and near the answer roundoff keeps |f'|
+    above the tolerance). A world that is not live (done) does not search."""
+    def body(carry):
+        k, alpha, lo, hi, _, before, newton = carry
+        lam, act, side = _sides(p, prob, y + alpha * dy)
         d1 = alpha * quad + lin - (lam * dy).sum()
         d2 = quad + jnp.where(act, dy * dy / prob.compliance, 0.0).sum()
-        return d1, d2
-
-    def body(carry):
-        k, alpha, lo, hi, _ = carry
-        d1, d2 = derivatives(alpha)
-        found = jnp.abs(d1) <= 1e-10 * jnp.abs(slope)
+        found = (jnp.abs(d1) <= 1e-10 * jnp.abs(slope)) | (newton & (side == before).all())
         hi = jnp.where(d1 > 0, alpha, hi)
         lo = jnp.where(d1 > 0, lo, alpha)
         nxt = alpha - d1 / d2
-        nxt = jnp.where((lo < nxt) & (nxt < hi), nxt,
-                        jnp.where(hi < jnp.inf, 0.5 * (lo + hi), 2.0 * alpha))
-        return k + 1, jnp.where(found, alpha, nxt), lo, hi, found | (nxt == alpha)
+        newton = (lo < nxt) & (nxt < hi)
+        nxt = jnp.where(newton, nxt, jnp.where(hi < jnp.inf, 0.5 * (lo + hi), 2.0 * alpha))
+        return (k + 1, jnp.where(found, alpha, nxt), lo, hi, found | (nxt == alpha), side,
+                newton)
 
     one = jnp.ones((), y.dtype)
-    _, alpha, _, _, _ = jax.lax.while_loop(
-        lambda c: (c[0] < _SEARCH_STEPS) & ~c[4], body,
-        (0, one, 0.0 * one, jnp.inf * one, jnp.zeros((), bool)))
-    return alpha
+    start = (0, one, 0.0 * one, jnp.inf * one, ~live, jnp.zeros(y.shape, jnp.int8),
+             jnp.zeros((), bool))
+    return jax.lax.while_loop(lambda c: (c[0] < _SEARCH_STEPS) & ~c[4], body, start)[1]
 
 
 def _residual(prob: Problem, g, v, v_free):
@@ -309,13 +460,13 @@ def newton_world(p: Plan, v_free, rows, state, body, options, iterations: int, s
     base = _base(p, prob)
 
     def advance(carry):
-        it, v, g, lam, act, _ = carry
-        chol = cho_factor(hessian(p, prob, act, base), lower=True)
-        step = -cho_solve(chol, g.reshape(-1)).reshape(v.shape)
+        it, v, g, lam, act, residual = carry
+        step = -factor_solve(p, factor(p, hessian(p, prob, act, base)), g)
         y, dy = rates(p, prob, v), rates(p, prob, step)
         mx = prob.m_times(step)
         quad, lin = (step * mx).sum(), (mx * (v - v_free)).sum()
-        alpha = _line_search(p, prob, y, dy, quad, lin, lin - (lam * dy).sum())
+        alpha = _line_search(p, prob, y, dy, quad, lin, lin - (lam * dy).sum(),
+                             residual > tolerance)
         v = v + alpha * step
         g, lam, act = gradient(p, prob, v, v_free)
         return it + 1, v, g, lam, act, _residual(prob, g, v, v_free)
@@ -357,8 +508,7 @@ def _solver(p: Plan, iterations: int, stiff: float, soft: float, tolerance: floa
         def pull_world(v_free, rows, state, body, options, v, g_v):
             prob = problem(p, rows, state, body, options, stiff, soft)
             _, _, act = gradient(p, prob, v, v_free)
-            chol = cho_factor(hessian(p, prob, act), lower=True)
-            return cho_solve(chol, g_v.reshape(-1)).reshape(v.shape)
+            return factor_solve(p, factor(p, hessian(p, prob, act)), g_v)
 
         def optimality(v_free, rows, state, body, options):
             def world(v_free, rows, state, body, v):
