@@ -31,8 +31,10 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.linalg import cho_factor, cho_solve
 
 from symphys.errors import BackendError
+from symphys.physics.kernels.solve import blocks_jax
 from symphys.physics.kernels.layout import BODY, ROW, STATE, Bound, Option, RowColumn
 
 _JAC = ROW.at("jac_a")             # jac_a, jac_b, dir_a, dir_b: 24 columns from here
@@ -40,6 +42,7 @@ _MASS, _GAMMA, _TARGET, _KEEP = (ROW.at(k) for k in ("mass", "gamma", "target", 
 _LOWER, _UPPER, _MU = ROW.at("lower"), ROW.at("upper"), ROW.at("mu")
 _INV_MASS = BODY.at("inv_mass")
 _SEARCH_STEPS = 50                 # as `newton_numba._line_search`
+BLOCK_WORLDS = 8                   # from this many worlds on, no scatters (`Plan.scatter`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,7 +61,12 @@ class Plan:
     (the first n_equality slots) first, so that sums over slots by body are
     sums over static slices, not scatters. elimination (N,): the bodies in
     the block Cholesky's order; later (N,): each position's later
-    neighbours' positions (with fill), the factor's nonzero blocks."""
+    neighbours' positions (with fill), the factor's nonzero blocks; flat
+    (E, 4): where each slot's J_e^T J_e adds to the (N x N) 6x6 blocks,
+    flat: (a, a), (b, b), (a, b), (b, a) (b 0 where none). scatter: sum
+    over slots by scatters and factor H densely (few XLA ops: fastest for
+    a few worlds), else by the runs' slices and blocks (elementwise work:
+    vmapped over many worlds, XLA on CPU scatters and factors slowly)."""
 
     direct: np.ndarray
     normal: np.ndarray
@@ -76,31 +84,11 @@ class Plan:
     n_equality: int
     elimination: tuple
     later: tuple
+    flat: np.ndarray
+    scatter: bool
 
 
-def _elimination(n_bodies: int, pairs) -> tuple[tuple, tuple]:
-    """(the bodies in elimination order, each position's later neighbours'
-    positions with fill) by minimum degree on the body graph: a tree
-    eliminates leaves first and does not fill in."""
-    adj = [set() for _ in range(n_bodies)]
-    for a, b in pairs:
-        if b >= 0 and a != b:
-            adj[a].add(b)
-            adj[b].add(a)
-    left, order = set(range(n_bodies)), []
-    while left:
-        k = min(left, key=lambda i: (len(adj[i] & left), i))
-        near = adj[k] & left - {k}
-        for i in near:
-            adj[i] |= near - {i}
-        order.append(k)
-        left.remove(k)
-    pos = {body: k for k, body in enumerate(order)}
-    return tuple(order), tuple(tuple(sorted(pos[i] for i in adj[body] if pos[i] > pos[body]))
-                               for body in order)
-
-
-def plan(table: np.ndarray, n_bodies: int) -> Plan:
+def plan(table: np.ndarray, n_bodies: int, scatter: bool = False) -> Plan:
     """The `Plan` of a rows table (R, 4), as `newton_numba.row_head` reads
     it: a non-friction row followed by friction rows naming it is a contact
     (its edges), any other non-friction row a direct slot."""
@@ -133,12 +121,15 @@ def plan(table: np.ndarray, n_bodies: int) -> Plan:
     starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]).any(axis=1)])
     stops = np.r_[starts[1:], len(order)]
     runs = tuple((int(s), int(e), int(a[s]), int(b[s])) for s, e in zip(starts, stops))
-    elimination, later = _elimination(n_bodies, [(a, b) for _, _, a, b in runs])
+    bi = np.maximum(b, 0)
+    elimination, later = blocks_jax.elimination(n_bodies, [(a, b) for _, _, a, b in runs])
     return Plan(direct=direct, normal=normal, friction=np.array(friction, dtype=np.int64),
                 sign=np.array(sign), count=np.array(count), order=order, a=a, b=b,
                 has_b=table[:, RowColumn.B] >= 0, free=free, box=box,
                 b_index=np.maximum(b, 0), runs=runs, n_equality=int(free.sum()),
-                elimination=elimination, later=later)
+                elimination=elimination, later=later,
+                flat=np.stack([a * n_bodies + a, bi * n_bodies + bi, a * n_bodies + bi,
+                               bi * n_bodies + a], axis=1), scatter=scatter)
 
 
 # ------------------------------------------------------------ one world's problem
@@ -262,12 +253,16 @@ def _per_slot(p: Plan, x, body):
 
 def rates(p: Plan, prob: Problem, v):
     """J v (E,) for v (N, 6)."""
+    if p.scatter:
+        return _dot6(prob.jac_a, v[p.a]) + _dot6(prob.jac_b, v[p.b_index])
     return _dot6(prob.jac_a, _per_slot(p, v, 0)) + _dot6(prob.jac_b, _per_slot(p, v, 1))
 
 
 def _j_transpose(p: Plan, prob: Problem, lam, n: int):
     """J^T lam (N, 6): sums over the runs."""
     fa, fb = prob.jac_a * lam[:, None], prob.jac_b * lam[:, None]
+    if p.scatter:
+        return jnp.zeros((n, 6), lam.dtype).at[p.a].add(fa).at[p.b_index].add(fb)
     out = [[] for _ in range(n)]
     for start, stop, a, b in p.runs:
         out[a].append(fa[start:stop].sum(0))
@@ -329,84 +324,44 @@ def hessian(p: Plan, prob: Problem, act, base=None) -> dict:
     return _blocks(p, prob, act, p.runs[_n_runs(p):], base)
 
 
-def _mm(x, y):
-    """x (6, 6) @ y (6, m) as a sum of outer products (no dot: XLA on CPU
-    runs batches of 6x6 dots slowly)."""
-    return sum(x[:, k:k + 1] * y[k:k + 1, :] for k in range(6))
+def _scattered(p: Plan, prob: Problem, act, start: int, stop: int):
+    """(N * N, 6, 6): H's 6x6 blocks (flat over body pairs) of the unclamped
+    constraints among slots start:stop, by one scatter-add (few XLA ops:
+    fastest for a few worlds; vmapped over many, XLA on CPU scatters
+    slowly)."""
+    n = prob.mass.shape[0]
+    cut = slice(start, stop)
+    weight = jnp.where(act[cut], 1.0 / prob.compliance[cut], 0.0)[:, None, None]
+    ja, jb = prob.jac_a[cut], prob.jac_b[cut]
+    wa = weight * ja[:, :, None]
+    outer = jnp.stack([wa * ja[:, None, :], weight * jb[:, :, None] * jb[:, None, :],
+                       wa * jb[:, None, :]], axis=1)
+    outer = jnp.concatenate([outer, jnp.swapaxes(outer[:, 2:], -1, -2)], axis=1)
+    return jnp.zeros((n * n, 6, 6), ja.dtype).at[p.flat[cut].reshape(-1)].add(
+        outer.reshape(-1, 6, 6))
 
 
-def _mv(x, y):
-    """x (6, 6) @ y (6,)."""
-    return sum(x[:, k] * y[k] for k in range(6))
+def _dense_base(p: Plan, prob: Problem):
+    """`_scattered`'s blocks of M + the equality constraints."""
+    n = prob.mass.shape[0]
+    return _scattered(p, prob, prob.mask, 0, p.n_equality).at[np.arange(n) * (n + 1)].add(
+        prob.m_blocks())
 
 
-def _cholesky6(a):
-    """(L, L^-1) (6, 6) of symmetric positive definite a (6, 6), unrolled
-    over its entries."""
-    el = [[None] * 6 for _ in range(6)]
-    for j in range(6):
-        d = jnp.sqrt(a[j, j] - sum(el[j][k] * el[j][k] for k in range(j)))
-        el[j][j] = d
-        for i in range(j + 1, 6):
-            el[i][j] = (a[i, j] - sum(el[i][k] * el[j][k] for k in range(j))) / d
-    inv = [[None] * 6 for _ in range(6)]
-    for i in range(6):
-        inv[i][i] = 1.0 / el[i][i]
-        for j in range(i - 1, -1, -1):
-            inv[i][j] = -sum(el[i][k] * inv[k][j] for k in range(j, i)) * inv[i][i]
-    zero = jnp.zeros_like(a[0, 0])
-
-    def full(m):
-        return jnp.stack([jnp.stack([m[i][j] if j <= i else zero for j in range(6)])
-                          for i in range(6)])
-    return full(el), full(inv)
+def _dense_solve(p: Plan, prob: Problem, act, base, g):
+    """H^-1 g (N, 6) by a dense Cholesky factorization of H (6N, 6N), given
+    `_dense_base`."""
+    n = g.shape[0]
+    blocks = base + _scattered(p, prob, act, p.n_equality, len(p.a))
+    h = blocks.reshape(n, n, 6, 6).transpose(0, 2, 1, 3).reshape(6 * n, 6 * n)
+    return cho_solve(cho_factor(h, lower=True), g.reshape(-1)).reshape(g.shape)
 
 
-def factor(p: Plan, blocks: dict):
-    """The block Cholesky factor of H from its lower blocks, in the plan's
-    elimination order: (the inverses of the diagonal blocks of L (N,) of
-    (6, 6), L's blocks below them {(i, k): (6, 6)} by position)."""
-    pos = {body: k for k, body in enumerate(p.elimination)}
-    a = {}
-    for (i, j), x in blocks.items():
-        pi, pj = pos[i], pos[j]
-        a[(max(pi, pj), min(pi, pj))] = x if pi >= pj else x.T
-    inv, low = [], {}
-    for k, near in enumerate(p.later):
-        _, ik = _cholesky6(a[(k, k)])
-        inv.append(ik)
-        for i in near:
-            low[(i, k)] = _mm(a[(i, k)], ik.T) if (i, k) in a else None
-        for i in near:
-            for j in near:
-                if j <= i and low[(i, k)] is not None and low[(j, k)] is not None:
-                    update = _mm(low[(i, k)], low[(j, k)].T)
-                    a[(i, j)] = a[(i, j)] - update if (i, j) in a else -update
-    return inv, {key: x for key, x in low.items() if x is not None}
-
-
-def factor_solve(p: Plan, chol, g):
-    """H^-1 g (N, 6) for g (N, 6), from `factor`'s chol."""
-    inv, low = chol
-    n = len(p.elimination)
-    z = []
-    for k in range(n):
-        r = g[p.elimination[k]]
-        for j in range(k):
-            if (k, j) in low:
-                r = r - _mv(low[(k, j)], z[j])
-        z.append(_mv(inv[k], r))
-    x = [None] * n
-    for k in range(n - 1, -1, -1):
-        r = z[k]
-        for i in p.later[k]:
-            if (i, k) in low:
-                r = r - _mv(low[(i, k)].T, x[i])
-        x[k] = _mv(inv[k].T, r)
-    out = [None] * n
-    for k, body in enumerate(p.elimination):
-        out[body] = x[k]
-    return jnp.stack(out)
+def _block_solve(p: Plan, blocks: dict, g):
+    """H^-1 g (N, 6) by `blocks_jax`'s block factorization of H's lower
+    blocks (elementwise work: fastest vmapped over many worlds)."""
+    return blocks_jax.factor_solve(p.elimination, p.later,
+                                   blocks_jax.factor(p.elimination, p.later, blocks), g)
 
 
 def _sides(p: Plan, prob: Problem, y):
@@ -457,11 +412,14 @@ def newton_world(p: Plan, v_free, rows, state, body, options, iterations: int, s
                  soft: float, tolerance: float):
     """(v (N, 6), Newton steps taken, residual) of one world."""
     prob = problem(p, rows, state, body, options, stiff, soft)
-    base = _base(p, prob)
+    base = _dense_base(p, prob) if p.scatter else _base(p, prob)
 
     def advance(carry):
         it, v, g, lam, act, residual = carry
-        step = -factor_solve(p, factor(p, hessian(p, prob, act, base)), g)
+        if p.scatter:
+            step = -_dense_solve(p, prob, act, base, g)
+        else:
+            step = -_block_solve(p, hessian(p, prob, act, base), g)
         y, dy = rates(p, prob, v), rates(p, prob, step)
         mx = prob.m_times(step)
         quad, lin = (step * mx).sum(), (mx * (v - v_free)).sum()
@@ -508,7 +466,9 @@ def _solver(p: Plan, iterations: int, stiff: float, soft: float, tolerance: floa
         def pull_world(v_free, rows, state, body, options, v, g_v):
             prob = problem(p, rows, state, body, options, stiff, soft)
             _, _, act = gradient(p, prob, v, v_free)
-            return factor_solve(p, factor(p, hessian(p, prob, act)), g_v)
+            if p.scatter:
+                return _dense_solve(p, prob, act, _dense_base(p, prob), g_v)
+            return _block_solve(p, hessian(p, prob, act), g_v)
 
         def optimality(v_free, rows, state, body, options):
             def world(v_free, rows, state, body, v):
@@ -536,8 +496,9 @@ def _concrete_table(rows_table) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _plan_of(table_bytes: bytes, n_rows: int, n_bodies: int) -> Plan:
-    return plan(np.frombuffer(table_bytes, dtype=np.int64).reshape(n_rows, -1), n_bodies)
+def _plan_of(table_bytes: bytes, n_rows: int, n_bodies: int, scatter: bool) -> Plan:
+    return plan(np.frombuffer(table_bytes, dtype=np.int64).reshape(n_rows, -1), n_bodies,
+                scatter)
 
 
 def solve(v_free, rows, rows_table, state, body, options, order, pair, later, nb_ptr, nb,
@@ -549,7 +510,8 @@ def solve(v_free, rows, rows_table, state, body, options, order, pair, later, nb
     v_free = jnp.asarray(v_free)
     if table.shape[0] == 0:
         return v_free + 0.0
-    p = _plan_of(table.tobytes(), table.shape[0], v_free.shape[1])
+    p = _plan_of(table.tobytes(), table.shape[0], v_free.shape[1],
+                 v_free.shape[0] < BLOCK_WORLDS)
     f = _solver(p, int(iterations), float(stiff), float(soft), float(tolerance))
     dtype = v_free.dtype
     return f(v_free, jnp.asarray(rows, dtype), jnp.asarray(state, dtype),
