@@ -1,10 +1,10 @@
 """A block-sparse Cholesky factorization in JAX for the Newton solve's
 Hessian (`solve.newton_jax`): 6x6 blocks over the bodies, eliminated in
-minimum-degree order (a tree of bodies leaves first: no fill), every block
-operation unrolled over the block's rows and columns as whole-array
-elementwise work. Vmapped over many worlds this stays elementwise, where
-XLA on CPU runs batched 6x6 (or dense 6N x 6N) LAPACK factorizations and
-small dots slowly.
+minimum-degree order (a tree of bodies leaves first: no fill); a 6x6
+product is a sum of six outer products and a 6x6 factor a column
+elimination on whole 6x6 arrays. Vmapped over many worlds this stays
+elementwise work, where XLA on CPU runs batched 6x6 (or dense 6N x 6N)
+LAPACK factorizations and small dots slowly.
 
 Blocks are dicts {(i, j): (6, 6)} of a symmetric matrix's lower blocks
 (i >= j); vectors are (N, 6).
@@ -68,10 +68,11 @@ def _inverse_cholesky6(a):
 
 
 def factor(elimination: tuple, later: tuple, blocks: dict):
-    """The block Cholesky factor of H from its lower blocks {(i, j): (6, 6)}
+    """The block Cholesky factor L of H from its lower blocks {(i, j): (6, 6)}
     (bodies i >= j) in `elimination`'s order (later: each position's later
-    neighbours' positions, fill included): (the inverses of the diagonal blocks of L (N,) of
-    (6, 6), L's blocks below them {(i, k): (6, 6)} by position)."""
+    neighbours' positions, fill included): (the inverses of L's diagonal
+    blocks, a list (N,) of (6, 6); L's blocks below them {(i, k): (6, 6)}
+    by position)."""
     pos = {body: k for k, body in enumerate(elimination)}
     a = {}
     for (i, j), x in blocks.items():
@@ -79,6 +80,8 @@ def factor(elimination: tuple, later: tuple, blocks: dict):
         a[(max(pi, pj), min(pi, pj))] = x if pi >= pj else x.T
     inv, low = [], {}
     for k, near in enumerate(later):
+        # the barrier keeps XLA from fusing a whole elimination step into one
+        # loop that recomputes the 6x6 factor for every entry it feeds
         ik = jax.lax.optimization_barrier(_inverse_cholesky6(a[(k, k)]))
         inv.append(ik)
         for i in near:

@@ -1,5 +1,5 @@
 """The converged solve (solver method "newton") in JAX: the Numba kernel's
-problem (`solve.newton_numba`) with a dense Hessian per world.
+problem (`solve.newton_numba`) per world, vmapped over the worlds.
 
 The constraints are `newton_numba.constraints`' (equality rows with their
 own compliance + stiff A_rr, bounded rows + soft A_rr, contacts that can
@@ -10,8 +10,9 @@ cannot act now (a contact that cannot reach the ground, a row that never
 acts) is masked out (no Jacobian, no impulse).
 
 Each world minimises f(v) = 1/2 |v - v_free|_M^2 + sum_e phi_e(J_e v) by
-Newton steps in a `lax.while_loop`: the dense Hessian H = M + sum over
-unclamped e of J_e^T J_e / c_e (6N x 6N), a Cholesky solve, then
+Newton steps in a `lax.while_loop`: the Hessian H = M + sum over
+unclamped e of J_e^T J_e / c_e (6N x 6N), a Cholesky solve (dense for a
+few worlds, by 6x6 blocks for many: `Plan.scatter`), then
 `newton_numba._line_search`'s safeguarded Newton search on f' along the
 step; it stops when max |M^-1 g| <= tolerance max(|v_free|, |v|, 1e-3).
 
@@ -505,7 +506,7 @@ def solve(v_free, rows, rows_table, state, body, options, order, pair, later, nb
           iterations: int, stiff: float, soft: float, tolerance: float):
     """v (B, N, 6): each world solved by Newton's method (at most `iterations`
     steps), as `newton_numba.solve`; the tree pattern (order .. nb) is not
-    needed by the dense factorization."""
+    read (the plan orders its own block elimination)."""
     table = np.ascontiguousarray(_concrete_table(rows_table))
     v_free = jnp.asarray(v_free)
     if table.shape[0] == 0:
