@@ -141,3 +141,23 @@ def test_the_fused_step_on_jax_follows_numba():
     numba, mine = runs["NUMBA"], runs["JAX"]
     assert np.abs(numba[-1, ..., 12:] - numba[0, ..., 12:]).max() > 1e-3     # it moves
     np.testing.assert_allclose(mine, numba, rtol=0, atol=1e-10 * np.abs(numba).max())
+
+
+def test_the_block_factorization_equals_numba(case, monkeypatch):
+    """The path for many worlds (sums over the runs' slices, the block
+    Cholesky factorization), forced at two worlds: the answer and every
+    input group's cotangent against Numba."""
+    monkeypatch.setattr(nj, "BLOCK_WORLDS", 1)
+    layout, tree, args, numba = _numba(case)
+    g_v = np.random.default_rng(4).normal(size=numba.shape)
+    pulled = ng.solve_vjp(*args[:2], layout.rows, *args[2:], layout.options, *tree.arrays(),
+                          numba, g_v, ITERATIONS, STIFF, SOFT, TOLERANCE)
+
+    def f(v_free, rows, state, body):
+        return nj.solve(v_free, rows, layout.rows, state, body, layout.options, *tree.arrays(),
+                        ITERATIONS, STIFF, SOFT, TOLERANCE)
+    v, pull = jax.vjp(jax.jit(f), *args)
+    np.testing.assert_allclose(v, numba, rtol=1e-9, atol=1e-12 * np.abs(numba).max())
+    for name, a, b in zip(GROUPS, pulled, pull(g_v)):
+        assert b.shape == a.shape, name
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-9 * np.abs(a).max(), err_msg=name)
