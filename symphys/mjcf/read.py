@@ -175,7 +175,7 @@ def convert_model(model, *, source: str = "<model>",
            "joints": list(joint_docs), "motors": convert_motors(c),
            "contacts": _pairs(c, colliders, names)}
     if method is SolverMethod.NEWTON:
-        doc["solver"] = {"method": method.value, "iterations": NEWTON_ITERATIONS}
+        doc["solver"] = {"method": method.value, "newton_iterations": NEWTON_ITERATIONS}
     elif method is not None:
         doc["solver"] = {"method": method.value}
     if geoms:
