@@ -36,7 +36,7 @@ import numpy as np
 
 from symphys.physics.algebra import EPS, Vec3
 from symphys.physics.contacts import POINTS
-from symphys.physics.joints import joint_frame
+from symphys.physics.joints import DRAG_FIELDS, joint_frame
 from symphys.physics.kernels.layout import (BODY, CONTACT_ROWS, GEOM, INF, ITEM_COLUMNS, JOINT,
                                             JOINT_ROWS, LIMITED, MOTOR, ROLLING_ROWS, STATE, WORLD,
                                             Bound, Item, RowColumn)
@@ -137,8 +137,7 @@ def numeric_inputs(scene: Scene, params: dict | None = None, action=None) -> dic
             row[JOINT.anchor_b] = _matTvec(rb, anchor - pb)
             row[JOINT.frame_b] = _matmul(_transpose(rb), frame)
         if scene.has_joint_drag:
-            for key in ("viscous_damping", "dry_friction", "armature", "spring_stiffness",
-                        "spring_reference"):
+            for key in DRAG_FIELDS:
                 row[JOINT.at(key)] = p.get(f"{j.name}.{key}", 0.0)
     motor = np.zeros((1, len(scene.motors), MOTOR.width))
     for i, m in enumerate(scene.motors):

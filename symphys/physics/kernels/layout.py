@@ -94,6 +94,8 @@ def reference_field(column: str) -> str:
     ("ground.friction" -> ground_friction)."""
     owner, _, key = column.rpartition(".")
     return key if owner in ("world", "solver") else column.replace(".", "_")
+
+
 # A geom (`symphys.scene.elements.Geom`): BODY's columns (shape sizes and
 # materials where a body has them; the mass columns unused), then its
 # centre and rotation (row-major) in its body's frame (the world's for a

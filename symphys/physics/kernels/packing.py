@@ -24,7 +24,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 from symphys.physics.algebra import Vec3, quat_to_mat_array
-from symphys.physics.joints import joint_frame
+from symphys.physics.joints import DRAG_FIELDS, joint_frame
 from symphys.physics.kernels.layout import BODY, GEOM, JOINT, MOTOR
 from symphys.physics.kernels.layout import WORLD as WORLD_COLUMNS
 from symphys.physics.kernels.layout import Packing
@@ -137,7 +137,8 @@ def _world(scene: Scene, p: dict):
     its name, zeros where the scene has none (rolling friction where no
     body rolls)."""
     def column(name):
-        shape = (3,) if WORLD_COLUMNS.sizes[name] == 3 else ()
+        size = WORLD_COLUMNS.sizes[name]
+        shape = (size,) if size > 1 else ()
         used = name in p and (name != "ground.rolling_friction" or scene.has_rolling_friction)
         value = gather([p[name] if used else np.zeros(shape)], shape)[:, 0]
         return value if shape else value[..., None]
@@ -174,9 +175,8 @@ def _joints(scene: Scene, p: dict, position, rotation):
         return gather([p.get(f"{j.name}.{key}", np.zeros(())) if j.name in drag
                        else np.zeros(()) for j in scene.joints])[..., None]
 
-    frames = {"anchor_a": point_a, "anchor_b": point_b, "frame_a": frame_a, "frame_b": frame_b}
-    return _packed(JOINT, {**frames, **{key: parameter(key) for key in JOINT.names
-                                        if key not in frames}})
+    return _packed(JOINT, {"anchor_a": point_a, "anchor_b": point_b, "frame_a": frame_a,
+                           "frame_b": frame_b, **{key: parameter(key) for key in DRAG_FIELDS}})
 
 
 def _geoms(scene: Scene, p: dict, position, rotation):

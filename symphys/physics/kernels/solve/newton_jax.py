@@ -127,7 +127,7 @@ def plan(table: np.ndarray, n_bodies: int, scatter: bool = False) -> Plan:
     return Plan(direct=direct, normal=normal, friction=np.array(friction, dtype=np.int64),
                 sign=np.array(sign), count=np.array(count), order=order, a=a, b=b,
                 has_b=table[:, RowColumn.B] >= 0, free=free, box=box,
-                b_index=np.maximum(b, 0), runs=runs, n_equality=int(free.sum()),
+                b_index=bi, runs=runs, n_equality=int(free.sum()),
                 elimination=elimination, later=later,
                 flat=np.stack([a * n_bodies + a, bi * n_bodies + bi, a * n_bodies + bi,
                                bi * n_bodies + a], axis=1), scatter=scatter)
@@ -231,8 +231,8 @@ def problem(p: Plan, rows, state, body, options, stiff: float, soft: float) -> P
     target = jnp.where(mask, jnp.concatenate([rows[d, _TARGET], rows[r, _TARGET]])[order], 0.0)
     lower = jnp.concatenate([rows[d, _LOWER], zero_e])[order]
     upper = jnp.concatenate([rows[d, _UPPER], zero_e])[order]
-    return Problem(con[:, :6], jac_b, target, compliance, lower, upper, mask, inv_mass, 1.0 / inv_mass, inv_i,
-                   _inverse3(inv_i))
+    return Problem(con[:, :6], jac_b, target, compliance, lower, upper, mask, inv_mass,
+                   1.0 / inv_mass, inv_i, _inverse3(inv_i))
 
 
 def impulses(p: Plan, prob: Problem, y):
